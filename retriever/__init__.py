@@ -1,0 +1,40 @@
+"""semsearch's read side and shared core: embed, store and search documents.
+
+Quick start::
+
+    from retriever import Collection
+    col = Collection.create("my-collection")
+    col.add([{"id": "1", "title": "Tea", "text": "Green tea is steamed..."}])
+    for hit in col.search("how is green tea made", k=3):
+        print(f"{hit.score:.3f} {hit.title}: {hit.text[:80]}")
+"""
+
+from retriever.collection import Collection, WriteReport
+from retriever.documents import Document, Hit
+from retriever.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning
+from retriever.errors import (
+    BadInputError,
+    CollectionLockedError,
+    CollectionNotFoundError,
+    CorruptCollectionError,
+    FilterError,
+    ModelMismatchError,
+    SemsearchError,
+)
+
+__all__ = [
+    "Collection",
+    "WriteReport",
+    "Document",
+    "Hit",
+    "Embedder",
+    "DEFAULT_MODEL",
+    "InputTooLongWarning",
+    "SemsearchError",
+    "BadInputError",
+    "FilterError",
+    "CollectionNotFoundError",
+    "CollectionLockedError",
+    "CorruptCollectionError",
+    "ModelMismatchError",
+]

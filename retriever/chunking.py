@@ -1,0 +1,156 @@
+"""Token-aware chunking: long text becomes overlapping windows, never truncated.
+
+Windows are counted in the model's own tokens and end on word boundaries, so
+re-tokenising a chunk gives no more tokens than the window allows. Each chunk
+keeps the character offsets of its span in the document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from retriever.documents import Document
+from retriever.errors import BadInputError
+
+TITLE_SEPARATOR = "\n"
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A span of a document.
+
+    Attributes:
+        ordinal: Position of the chunk in its document, from 0.
+        start: Character offset of the span in ``Document.text``.
+        end: Character offset one past the span.
+        embed_text: What is embedded: the span, with the title in front when
+            the chunker prefixes titles.
+    """
+
+    ordinal: int
+    start: int
+    end: int
+    embed_text: str
+
+
+class Chunker:
+    """Splits documents into overlapping token windows.
+
+    Args:
+        tokenizer: The model's fast (Rust) tokenizer.
+        window_tokens: Tokens per chunk, special tokens excluded; title tokens
+            count against it when titles are prefixed.
+        overlap_tokens: Tokens shared by consecutive chunks (default 32).
+        title_prefix: Embed ``title + "\\n" + span`` so every chunk carries its
+            document's title (default True). A title longer than a quarter of
+            the window is not prefixed.
+    """
+
+    def __init__(
+        self,
+        tokenizer,
+        window_tokens: int,
+        overlap_tokens: int = 32,
+        title_prefix: bool = True,
+    ) -> None:
+        if window_tokens < 8:
+            raise BadInputError(f"chunk window must be at least 8 tokens, got {window_tokens}")
+        if not 0 <= overlap_tokens < window_tokens // 2:
+            raise BadInputError(
+                f"chunk overlap must be in [0, {window_tokens // 2}) tokens, got {overlap_tokens}"
+            )
+        if not getattr(tokenizer, "is_fast", False):
+            raise BadInputError("token-aware chunking needs a fast tokenizer (tokenizer.json)")
+        self.tokenizer = tokenizer
+        self.window_tokens = window_tokens
+        self.overlap_tokens = overlap_tokens
+        self.title_prefix = title_prefix
+
+    def settings(self) -> dict:
+        """The settings a collection records in its manifest."""
+        return {
+            "window_tokens": self.window_tokens,
+            "overlap_tokens": self.overlap_tokens,
+            "title_prefix": self.title_prefix,
+        }
+
+    def split(self, doc: Document) -> list[Chunk]:
+        """Chunk one document; raises ``BadInputError`` if it has no tokens."""
+        encoding = self.tokenizer(
+            doc.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
+        offsets = encoding["offset_mapping"]
+        word_ids = encoding.word_ids()
+        if not offsets:
+            raise BadInputError(f"document {doc.id!r}: text has no tokens")
+        prefix, budget = self._title_prefix(doc.title)
+
+        def fits(first: int, last: int) -> bool:
+            # A window cut inside a word can re-tokenise into more tokens.
+            span = prefix + doc.text[offsets[first][0] : offsets[last - 1][1]]
+            n = len(self.tokenizer(span, add_special_tokens=False, verbose=False)["input_ids"])
+            return n <= self.window_tokens
+
+        chunks = []
+        for ordinal, (first, last) in enumerate(_windows(word_ids, budget, self.overlap_tokens, fits)):
+            start, end = offsets[first][0], offsets[last - 1][1]
+            chunks.append(Chunk(ordinal, start, end, prefix + doc.text[start:end]))
+        return chunks
+
+    def _title_prefix(self, title: str) -> tuple[str, int]:
+        if not self.title_prefix or not title.strip():
+            return "", self.window_tokens
+        title_tokens = len(self.tokenizer(title, add_special_tokens=False, verbose=False)["input_ids"])
+        if title_tokens > self.window_tokens // 4:
+            return "", self.window_tokens
+        return title.strip() + TITLE_SEPARATOR, self.window_tokens - title_tokens
+
+
+def _windows(
+    word_ids: list[int | None], size: int, overlap: int, fits=None
+) -> list[tuple[int, int]]:
+    """Token index ranges ``[first, last)`` of at most ``size`` tokens.
+
+    Ends move back to a word start when they would split a word (unless the
+    word alone fills the window); each next window starts ``overlap`` tokens
+    before the previous end, moved back to a word start, or forward to the
+    next one when moving back would reach the previous window's start, and
+    later by whole words while the overlap leaves no room for the next word.
+    ``fits(first, last)``, when given, shrinks a window until it holds.
+    """
+
+    def word_start(i: int, floor: int) -> int:
+        while i > floor and word_ids[i] is not None and word_ids[i] == word_ids[i - 1]:
+            i -= 1
+        return i
+
+    n = len(word_ids)
+    windows = []
+    first = prev_last = 0
+    while first < n:
+        last = min(first + size, n)
+        if last < n:
+            snapped = word_start(last, first)
+            while snapped <= prev_last and first < prev_last:
+                # The overlap leaves no room for the next word, so this window
+                # would add nothing: start it one word later.
+                first += 1
+                while first < prev_last and word_ids[first] is not None and word_ids[first] == word_ids[first - 1]:
+                    first += 1
+                last = min(first + size, n)
+                snapped = word_start(last, first) if last < n else last
+            last = snapped if snapped > first else last
+        while fits is not None and last - first > 1 and not fits(first, last):
+            last -= 1
+        windows.append((first, last))
+        if last >= n:
+            break
+        prev_last = last
+        target = max(last - overlap, first + 1)
+        nxt = word_start(target, first)
+        if nxt <= first:  # that word began this window: start at the next word instead
+            nxt = target
+            while nxt < last and word_ids[nxt] is not None and word_ids[nxt] == word_ids[nxt - 1]:
+                nxt += 1
+        first = nxt
+    return windows

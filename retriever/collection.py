@@ -1,0 +1,498 @@
+"""``Collection``: one directory holding a manifest, a SQL catalog and a FAISS index.
+
+The facade users touch from Python::
+
+    col = Collection.create("notes")                     # packaged MiniLM by default
+    col.upsert([{"id": "a", "text": "...", "metadata": {"lang": "en"}}])
+    hits = col.search("what was said about X", k=5, where={"lang": "en"})
+    col.delete(["a"])
+
+Every write commits vectors and catalog together: the new FAISS file is
+published first, then one SQL transaction changes the rows and the generation
+that names that file. Readers check the generation before each search, so
+they see every committed write and never a half-done one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import faiss
+import numpy as np
+from filelock import FileLock, Timeout
+
+from retriever import vector_index
+from retriever.catalog import Catalog, DocumentWrite
+from retriever.chunking import Chunker
+from retriever.documents import Document, Hit, coerce_document
+from retriever.embedder import Embedder
+from retriever.errors import (
+    BadInputError,
+    CollectionLockedError,
+    CorruptCollectionError,
+    ModelMismatchError,
+)
+from retriever.manifest import DEFAULT_CATALOG, MANIFEST, Manifest
+
+LOCK_FILE = ".write.lock"
+DEFAULT_OVERLAP = 32
+_OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, vector_index.INDEX_DIR}
+
+
+@dataclass
+class WriteReport:
+    """What one write did.
+
+    Attributes:
+        added: Ids that were new.
+        updated: Ids whose content changed and were replaced.
+        unchanged: Ids whose content hash matched; no work was done.
+        deleted: Ids removed.
+        chunks: Chunks embedded and written.
+    """
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    deleted: list[str] = field(default_factory=list)
+    chunks: int = 0
+
+    def merge(self, other: "WriteReport") -> None:
+        self.added += other.added
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.deleted += other.deleted
+        self.chunks += other.chunks
+
+
+class Collection:
+    """A searchable set of documents in one directory. Use ``create`` or ``open``."""
+
+    def __init__(self, root: Path, manifest: Manifest, embedder: Embedder | None, lock_timeout: float):
+        self.root = Path(root)
+        self.manifest = manifest
+        self._embedder = embedder
+        self._chunker: Chunker | None = None
+        self.catalog = Catalog(manifest.catalog_location(self.root))
+        self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
+        self._lock_timeout = lock_timeout
+        self._index: faiss.Index | None = None
+        self._generation = -1
+        self._reload = threading.Lock()
+        catalog_uuid = self.catalog.state().collection_uuid
+        if catalog_uuid != manifest.uuid:
+            raise CorruptCollectionError(
+                f"catalog {self.catalog._safe_url()} belongs to collection {catalog_uuid}, "
+                f"not to {self.root} ({manifest.uuid})"
+            )
+
+    # -- construction -----------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike,
+        model: str | os.PathLike | Embedder | None = None,
+        *,
+        catalog_url: str | None = None,
+        window_tokens: int | None = None,
+        overlap_tokens: int | None = None,
+        title_prefix: bool = True,
+        lock_timeout: float = 60.0,
+    ) -> "Collection":
+        """Create an empty collection directory.
+
+        Args:
+            path: Directory to create (it may exist if empty).
+            model: Model directory, hub id, ``Embedder``, or ``None`` for the
+                packaged all-MiniLM-L6-v2.
+            catalog_url: SQLAlchemy URL of the catalog; default a SQLite file
+                inside the directory.
+            window_tokens: Tokens per chunk (default: the model's window less
+                its two special tokens).
+            overlap_tokens: Tokens shared by consecutive chunks (default 32,
+                or a quarter of the window when that is smaller).
+            title_prefix: Embed each chunk with its document's title in front.
+        """
+        root = Path(path)
+        if root.exists() and not root.is_dir():
+            raise BadInputError(f"cannot create a collection at {root}: it is a file")
+        if (root / MANIFEST).exists():
+            raise BadInputError(f"a collection already exists at {root}")
+        if root.is_dir():
+            foreign = {p.name for p in root.iterdir()} - _OWN_FILES
+            foreign = {name for name in foreign if not name.startswith(DEFAULT_CATALOG)}
+            if foreign:
+                raise BadInputError(
+                    f"cannot create a collection at {root}: the directory is not empty "
+                    f"({', '.join(sorted(foreign)[:3])}...)"
+                )
+            _remove_partial_collection(root)
+        embedder = model if isinstance(model, Embedder) else Embedder(model)
+        window = window_tokens or embedder.max_tokens - 2
+        if window > embedder.max_tokens - 2:
+            raise BadInputError(
+                f"chunk window of {window} tokens exceeds the model's {embedder.max_tokens - 2}"
+            )
+        if overlap_tokens is None:
+            overlap_tokens = min(DEFAULT_OVERLAP, window // 4)
+        chunker = Chunker(embedder.tokenizer, window, overlap_tokens, title_prefix)
+        manifest = Manifest(
+            uuid=str(uuid.uuid4()),
+            created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            model=embedder.identity(),
+            chunking=chunker.settings(),
+            index={"library": "faiss", "factory": vector_index.FACTORY, "metric": "inner_product"},
+            catalog_url=catalog_url,
+        )
+        root.mkdir(parents=True, exist_ok=True)
+        Catalog(manifest.catalog_location(root)).create(manifest.uuid)
+        vector_index.write_generation(root, 0, vector_index.new_index(embedder.dim))
+        manifest.save(root)  # last: a directory without a manifest is not a collection
+        collection = cls(root, manifest, embedder, lock_timeout)
+        collection._chunker = chunker
+        return collection
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike,
+        model: str | os.PathLike | Embedder | None = None,
+        *,
+        lock_timeout: float = 60.0,
+    ) -> "Collection":
+        """Open an existing collection.
+
+        Args:
+            path: The collection directory.
+            model: Optional model to use; it must be the one the collection was
+                built with (same weights), else ``ModelMismatchError``. By
+                default the manifest's model is loaded when first needed.
+        """
+        root = Path(path)
+        manifest = Manifest.load(root)
+        embedder = None
+        if model is not None:
+            embedder = model if isinstance(model, Embedder) else Embedder(model)
+            _check_model(root, manifest, embedder)
+        return cls(root, manifest, embedder, lock_timeout)
+
+    @classmethod
+    def open_or_create(cls, path: str | os.PathLike, model=None, **kwargs) -> "Collection":
+        """``open`` when ``path`` holds a collection, else ``create``."""
+        if (Path(path) / MANIFEST).exists():
+            return cls.open(path, model, lock_timeout=kwargs.get("lock_timeout", 60.0))
+        return cls.create(path, model, **kwargs)
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    def __enter__(self) -> "Collection":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Collection({str(self.root)!r}, model={self.manifest.model['name']!r})"
+
+    # -- model ------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        """The collection's embedder, loaded (and checked) on first use."""
+        if self._embedder is None:
+            embedder = Embedder(self.manifest.model["name"])
+            _check_model(self.root, self.manifest, embedder)
+            self._embedder = embedder
+        return self._embedder
+
+    @property
+    def chunker(self) -> Chunker:
+        if self._chunker is None:
+            settings = self.manifest.chunking
+            self._chunker = Chunker(
+                self.embedder.tokenizer,
+                settings["window_tokens"],
+                settings["overlap_tokens"],
+                settings["title_prefix"],
+            )
+        return self._chunker
+
+    def embed(self, texts: Sequence[str] | str, **kwargs) -> np.ndarray:
+        """Embed texts with the collection's model; see ``Embedder.embed``."""
+        return self.embedder.embed(texts, **kwargs)
+
+    # -- reads ------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.catalog.counts()[0]
+
+    def __contains__(self, doc_id: str) -> bool:
+        return bool(self.catalog.content_hashes([doc_id]))
+
+    def ids(self) -> Iterator[str]:
+        """Every document id, sorted."""
+        return self.catalog.iter_ids()
+
+    def get(self, doc_id: str) -> Document | None:
+        """The stored document, or ``None``."""
+        row = self.catalog.documents([doc_id]).get(doc_id)
+        if row is None:
+            return None
+        return Document(id=row.id, text=row.text, title=row.title, metadata=dict(row.meta or {}))
+
+    def search(
+        self,
+        query: str,
+        k: int = 10,
+        where: dict[str, Any] | None = None,
+    ) -> list[Hit]:
+        """The ``k`` documents whose best chunk is most similar to ``query``.
+
+        Args:
+            query: Free text.
+            k: Number of documents to return (default 10).
+            where: Metadata filter (see ``retriever.filters``); applied before
+                the vector search, so ``k`` hits come back whenever ``k``
+                documents match.
+
+        Returns:
+            Hits ordered by descending score, one per document.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise BadInputError("query is empty")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise BadInputError(f"k must be a positive integer, got {k!r}")
+        allowed = None if where is None else self.catalog.matching_chunk_ids(where)
+        if allowed is not None and allowed.size == 0:
+            return []
+        query_vector = self.embedder.embed([query])
+        index = self._current_index()
+        available = index.ntotal if allowed is None else allowed.size
+        if available == 0:
+            return []
+        best: dict[str, tuple[float, int]] = {}
+        fetch = min(available, max(4 * k, k + 16))
+        while True:
+            scores, ids = vector_index.search(index, query_vector, fetch, allowed)
+            rows = self.catalog.chunk_rows([i for i in ids[0] if i >= 0])
+            best = {}
+            for score, chunk_id in zip(scores[0], ids[0]):
+                row = rows.get(int(chunk_id))
+                if row is not None and row.doc_id not in best:
+                    best[row.doc_id] = (float(score), int(chunk_id))
+            if len(best) >= k or fetch >= available:
+                break
+            fetch = min(available, fetch * 4)
+        ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
+        docs = self.catalog.documents([doc_id for doc_id, _ in ranked])
+        hits = []
+        for doc_id, (score, chunk_id) in ranked:
+            doc, row = docs.get(doc_id), rows[chunk_id]
+            if doc is None:  # deleted since the index was loaded
+                continue
+            hits.append(
+                Hit(
+                    id=doc_id,
+                    score=score,
+                    title=doc.title,
+                    text=doc.text[row.start : row.end],
+                    start=row.start,
+                    end=row.end,
+                    metadata=dict(doc.meta or {}),
+                )
+            )
+        return hits
+
+    def info(self) -> dict[str, Any]:
+        """Counts, model, index and catalog settings, size on disk and last update."""
+        n_docs, n_chunks = self.catalog.counts()
+        catalog_state = self.catalog.state()
+        return {
+            "path": str(self.root.resolve()),
+            "documents": n_docs,
+            "chunks": n_chunks,
+            "model": self.manifest.model["name"],
+            "model_sha256": self.manifest.model["sha256"],
+            "dim": self.manifest.model["dim"],
+            "chunking": self.manifest.chunking,
+            "index": self.manifest.index["factory"],
+            "catalog": self.catalog._safe_url(),
+            "generation": catalog_state.generation,
+            "size_bytes": _size_on_disk(self.root),
+            "created_at": self.manifest.created_at,
+            "updated_at": dt.datetime.fromtimestamp(catalog_state.updated_at, dt.timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+        }
+
+    def metadata_fields(self) -> dict[str, list]:
+        """Metadata field names with example values (for building filters)."""
+        return self.catalog.metadata_fields()
+
+    def _current_index(self) -> faiss.Index:
+        """The index of the committed generation, reloaded when it moved."""
+        for _ in range(10):
+            generation = self.catalog.state().generation
+            if generation == self._generation and self._index is not None:
+                return self._index
+            with self._reload:
+                try:
+                    index = vector_index.read_generation(self.root, generation)
+                except FileNotFoundError:
+                    if self.catalog.state().generation != generation:
+                        continue  # a writer moved on and removed the old file
+                    raise CorruptCollectionError(
+                        f"vector index for generation {generation} is missing from {self.root}"
+                    ) from None
+                self._index, self._generation = index, generation
+                return index
+        raise CollectionLockedError(f"{self.root} changes too fast to load a consistent index")
+
+    # -- writes -----------------------------------------------------------
+    def add(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
+        """Insert new documents; an id that already exists is an error (use ``upsert``)."""
+        docs = _coerce_batch(documents)
+        existing = self.catalog.content_hashes([d.id for d in docs])
+        if existing:
+            raise BadInputError(
+                f"{len(existing)} document id(s) already exist ({', '.join(sorted(existing)[:3])}); use upsert"
+            )
+        return self.upsert(docs)
+
+    def upsert(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
+        """Insert or replace documents, in one atomic commit.
+
+        Unchanged documents (same content hash) cost nothing; changed ones
+        have their old chunks replaced.
+        """
+        docs = _coerce_batch(documents)
+        report = WriteReport()
+        if not docs:
+            return report
+        with self._write_lock():
+            existing = self.catalog.content_hashes([d.id for d in docs])
+            changed: list[tuple[Document, str]] = []
+            for doc in docs:
+                digest = doc.content_hash()
+                old = existing.get(doc.id)
+                if old == digest:
+                    report.unchanged.append(doc.id)
+                    continue
+                (report.updated if old else report.added).append(doc.id)
+                changed.append((doc, digest))
+            if not changed:
+                return report
+            splits = [self.chunker.split(doc) for doc, _ in changed]
+            texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
+            vectors = self.embedder.embed(texts, on_overflow="error")
+            state = self.catalog.state()
+            next_id = state.next_chunk_id
+            writes = []
+            for (doc, digest), chunk_list in zip(changed, splits):
+                ids = list(range(next_id, next_id + len(chunk_list)))
+                next_id += len(chunk_list)
+                writes.append(
+                    DocumentWrite(
+                        doc.id,
+                        doc.title,
+                        doc.text,
+                        doc.metadata,
+                        digest,
+                        ids,
+                        [(c.start, c.end) for c in chunk_list],
+                    )
+                )
+            replaced = report.updated
+            stale = self.catalog.chunk_ids_of(replaced) if replaced else np.zeros(0, np.int64)
+            new_ids = np.arange(state.next_chunk_id, next_id, dtype=np.int64)
+            self._commit(state.generation, stale, new_ids, vectors, replaced, writes, next_id)
+            report.chunks = len(texts)
+        return report
+
+    def delete(self, ids: Iterable[str]) -> WriteReport:
+        """Remove documents by id; unknown ids are ignored. Returns what was deleted."""
+        wanted = list(dict.fromkeys(ids))
+        for doc_id in wanted:
+            if not isinstance(doc_id, str):
+                raise BadInputError(f"document ids are strings, got {doc_id!r}")
+        report = WriteReport()
+        with self._write_lock():
+            present = sorted(self.catalog.content_hashes(wanted))
+            if not present:
+                return report
+            state = self.catalog.state()
+            stale = self.catalog.chunk_ids_of(present)
+            self._commit(state.generation, stale, np.zeros(0, np.int64), None, present, [], state.next_chunk_id)
+            report.deleted = present
+        return report
+
+    def _commit(self, generation, stale_ids, new_ids, vectors, remove_doc_ids, writes, next_chunk_id) -> None:
+        index = vector_index.read_generation(self.root, generation)
+        if stale_ids.size:
+            index.remove_ids(stale_ids)
+        if new_ids.size:
+            index.add_with_ids(vectors, new_ids)
+        vector_index.write_generation(self.root, generation + 1, index)
+        try:
+            new_generation = self.catalog.commit(generation, remove_doc_ids, writes, next_chunk_id)
+        except BaseException:
+            vector_index.index_path(self.root, generation + 1).unlink(missing_ok=True)
+            raise
+        vector_index.remove_other_generations(self.root, keep=new_generation)
+        with self._reload:
+            self._index, self._generation = index, new_generation
+
+    @contextlib.contextmanager
+    def _write_lock(self) -> Iterator[None]:
+        """Hold the collection's single-writer lock (released if the process dies)."""
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise CollectionLockedError(
+                f"{self.root} is being written by another process (waited {self._lock_timeout:.0f}s)"
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+
+def _coerce_batch(documents: Iterable[Document | dict[str, Any]]) -> list[Document]:
+    if isinstance(documents, (Document, dict)):
+        documents = [documents]
+    docs = [coerce_document(item) for item in documents]
+    seen: set[str] = set()
+    for doc in docs:
+        if doc.id in seen:
+            raise BadInputError(f"document id {doc.id!r} appears twice in one batch")
+        seen.add(doc.id)
+    return docs
+
+
+def _check_model(root: Path, manifest: Manifest, embedder: Embedder) -> None:
+    expected = manifest.model
+    if embedder.weights_sha256 != expected["sha256"] or embedder.dim != expected["dim"]:
+        raise ModelMismatchError(
+            f"collection {root} was built with model {expected['name']!r} "
+            f"(sha256 {expected['sha256'][:12]}, dim {expected['dim']}); "
+            f"{embedder.name!r} (sha256 {embedder.weights_sha256[:12]}, dim {embedder.dim}) "
+            "is a different model"
+        )
+
+
+def _remove_partial_collection(root: Path) -> None:
+    """Clear what an interrupted ``create`` left (no manifest was written)."""
+    for name in (DEFAULT_CATALOG, f"{DEFAULT_CATALOG}-wal", f"{DEFAULT_CATALOG}-shm"):
+        (root / name).unlink(missing_ok=True)
+    shutil.rmtree(root / vector_index.INDEX_DIR, ignore_errors=True)
+
+
+def _size_on_disk(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())

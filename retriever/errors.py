@@ -1,0 +1,34 @@
+"""Errors raised by semsearch. Each names its cause in one line.
+
+``BadInputError`` and its subclasses mean the caller gave something unusable
+(exit status 2 on the command line); any other ``SemsearchError`` is a failure
+of the operation itself (exit status 1).
+"""
+
+
+class SemsearchError(Exception):
+    """Base class for every error semsearch raises on purpose."""
+
+
+class BadInputError(SemsearchError, ValueError):
+    """The caller's input is unusable: a malformed file, filter or argument."""
+
+
+class FilterError(BadInputError):
+    """A metadata filter (``where=``) is malformed."""
+
+
+class CollectionNotFoundError(BadInputError):
+    """The path holds no semsearch collection."""
+
+
+class ModelMismatchError(BadInputError):
+    """A collection was opened with a different model than it was built with."""
+
+
+class CollectionLockedError(SemsearchError):
+    """Another process is writing to the collection."""
+
+
+class CorruptCollectionError(SemsearchError):
+    """The collection's files disagree with each other or cannot be read."""

@@ -1,0 +1,127 @@
+"""Metadata filters: a small Mongo-style language compiled to SQL.
+
+Grammar (keys are metadata fields; ``a.b`` reaches into nested objects)::
+
+    {"lang": "en"}                              equality
+    {"year": {"$gte": 2019, "$lt": 2024}}       several operators are ANDed
+    {"tag": {"$in": ["a", "b"]}}                $in / $nin take a list
+    {"lang": {"$ne": "de"}}                     $ne / $nin also match a missing field
+    {"$or": [{"lang": "en"}, {"year": 2020}]}   $and / $or take a list of filters
+    {"$not": {"lang": "en"}}                    the complement (missing fields match)
+
+Values are strings, numbers or booleans. Filtering happens in the catalog
+before the vector search, so ``k`` hits come back whenever ``k`` documents match.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import and_, false, not_, or_, true
+from sqlalchemy.sql.elements import ColumnElement
+
+from retriever.errors import FilterError
+
+COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
+LOGICAL = ("$and", "$or", "$not")
+
+
+def parse_where(text: str | None) -> dict | None:
+    """Parse a JSON filter given on the command line; ``None`` stays ``None``."""
+    if text is None or not text.strip():
+        return None
+    try:
+        where = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FilterError(f"filter is not valid JSON: {exc}") from None
+    if not isinstance(where, dict):
+        raise FilterError(f"filter must be a JSON object, got {type(where).__name__}")
+    return where
+
+
+def compile_where(where: dict[str, Any], column) -> ColumnElement:
+    """Compile ``where`` against a JSON ``column``; raises ``FilterError`` when malformed."""
+    if not isinstance(where, dict):
+        raise FilterError(f"filter must be an object, got {type(where).__name__}: {where!r}")
+    if not where:
+        return true()
+    clauses = []
+    for key, value in where.items():
+        if not isinstance(key, str):
+            raise FilterError(f"filter keys are field names or operators (strings), got {key!r}")
+        if key in LOGICAL:
+            clauses.append(_logical(key, value, column))
+        elif key.startswith("$"):
+            raise FilterError(
+                f"unknown operator {key!r} at the top of a filter; use a field name or one of {', '.join(LOGICAL)}"
+            )
+        else:
+            clauses.append(_field(key, value, column))
+    return and_(*clauses) if len(clauses) > 1 else clauses[0]
+
+
+def _logical(op: str, value: Any, column) -> ColumnElement:
+    if op == "$not":
+        # The complement: a document the inner filter cannot judge (a missing
+        # field makes the inner condition NULL) matches, as with $ne and $nin.
+        inner = compile_where(value, column)
+        return or_(not_(inner), inner.is_(None))
+    if not isinstance(value, list) or not value:
+        raise FilterError(f"{op} takes a non-empty list of filters, got {value!r}")
+    parts = [compile_where(item, column) for item in value]
+    return and_(*parts) if op == "$and" else or_(*parts)
+
+
+def _field(name: str, condition: Any, column) -> ColumnElement:
+    if not name or any(not part for part in name.split(".")):
+        raise FilterError(f"bad field name {name!r}")
+    element = column[tuple(name.split("."))] if "." in name else column[name]
+    if not isinstance(condition, dict):
+        return _compare(name, element, "$eq", condition)
+    if not condition:
+        raise FilterError(f"field {name!r}: empty condition")
+    parts = []
+    for op, operand in condition.items():
+        if op not in COMPARISONS:
+            raise FilterError(f"field {name!r}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
+        parts.append(_compare(name, element, op, operand))
+    return and_(*parts) if len(parts) > 1 else parts[0]
+
+
+def _compare(name: str, element, op: str, operand: Any) -> ColumnElement:
+    if op in ("$in", "$nin"):
+        if not isinstance(operand, list):
+            raise FilterError(f"field {name!r}: {op} takes a list, got {operand!r}")
+        if not operand:
+            return false() if op == "$in" else true()
+        matches = or_(*[_equals(name, element, value) for value in operand])
+        return matches if op == "$in" else or_(not_(matches), element.as_string().is_(None))
+    if op in ("$eq", "$ne"):
+        equal = _equals(name, element, operand)
+        return equal if op == "$eq" else or_(not_(equal), element.as_string().is_(None))
+    typed = _typed(name, element, operand, allow_bool=False)
+    return {
+        "$gt": typed > operand,
+        "$gte": typed >= operand,
+        "$lt": typed < operand,
+        "$lte": typed <= operand,
+    }[op]
+
+
+def _equals(name: str, element, value: Any) -> ColumnElement:
+    return _typed(name, element, value, allow_bool=True) == value
+
+
+def _typed(name: str, element, value: Any, allow_bool: bool):
+    if isinstance(value, bool):
+        if not allow_bool:
+            raise FilterError(f"field {name!r}: cannot order by a boolean ({value!r})")
+        return element.as_boolean()
+    if isinstance(value, (int, float)):
+        return element.as_float()
+    if isinstance(value, str):
+        return element.as_string()
+    raise FilterError(
+        f"field {name!r}: value {value!r} is a {type(value).__name__}; use a string, number or boolean"
+    )

@@ -1,0 +1,73 @@
+"""``manifest.json``: what a collection is, written once when it is created."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from retriever.atomic import atomic_write_text
+from retriever.errors import CollectionNotFoundError, CorruptCollectionError
+
+MANIFEST = "manifest.json"
+FORMAT = "semsearch-collection"
+FORMAT_VERSION = 1
+DEFAULT_CATALOG = "catalog.sqlite"
+
+
+@dataclass
+class Manifest:
+    """The self-description of a collection directory.
+
+    Attributes:
+        uuid: Identifies the collection; its catalog carries the same uuid.
+        model: Model identity: name, sha256 of weights, dim, max_tokens,
+            pooling, normalize.
+        chunking: window_tokens, overlap_tokens, title_prefix.
+        index: Vector index spec (FAISS factory string and metric).
+        catalog_url: SQLAlchemy URL, or ``None`` for ``catalog.sqlite`` inside
+            the directory.
+    """
+
+    uuid: str
+    created_at: str
+    model: dict[str, Any]
+    chunking: dict[str, Any]
+    index: dict[str, Any]
+    catalog_url: str | None = None
+    format: str = FORMAT
+    format_version: int = FORMAT_VERSION
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def catalog_location(self, root: Path) -> str:
+        """The SQLAlchemy URL of the catalog for a collection at ``root``."""
+        if self.catalog_url:
+            return self.catalog_url
+        return f"sqlite:///{(Path(root) / DEFAULT_CATALOG).resolve()}"
+
+    def save(self, root: Path) -> None:
+        atomic_write_text(Path(root) / MANIFEST, json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, root: Path) -> "Manifest":
+        path = Path(root) / MANIFEST
+        if not Path(root).is_dir():
+            raise CollectionNotFoundError(f"no collection at {root}: directory does not exist")
+        if not path.is_file():
+            raise CollectionNotFoundError(f"no collection at {root}: {MANIFEST} is missing")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptCollectionError(f"cannot read {path}: {exc}") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise CollectionNotFoundError(f"{path} is not a semsearch collection manifest")
+        if data.get("format_version") != FORMAT_VERSION:
+            raise CorruptCollectionError(
+                f"{path} has format version {data.get('format_version')}; "
+                f"this semsearch reads version {FORMAT_VERSION}"
+            )
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise CorruptCollectionError(f"{path} is malformed: {exc}") from None

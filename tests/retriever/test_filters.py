@@ -1,0 +1,230 @@
+"""Metadata filters compiled to SQL and run against a real SQLite catalog.
+
+Expected sets come from a Python oracle over the same metadata, written from
+the documented semantics (not copied from a run).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from retriever import BadInputError, Collection, FilterError
+from retriever.catalog import documents
+from retriever.filters import compile_where, parse_where
+
+MISSING = object()
+LANGS = ["en", "de", "fr"]
+
+
+def make_metadata(i: int) -> dict:
+    meta: dict = {"year": 2000 + i, "score": round(i * 0.25, 2), "n": i}
+    if i % 7 != 6:
+        meta["lang"] = LANGS[i % 3]
+    if i % 5 != 4:
+        meta["draft"] = i % 2 == 0
+    if i % 3 != 2:
+        meta["nested"] = {"a": i % 4, "b": {"c": f"v{i % 2}"}}
+    if i % 10 == 0:
+        meta["tags"] = ["x", "y"]
+    return meta
+
+
+DOCS = {f"doc-{i:02d}": make_metadata(i) for i in range(30)}
+
+
+def get(meta: dict, field: str):
+    value = meta
+    for part in field.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return MISSING
+        value = value[part]
+    return value
+
+
+def oracle(pred) -> set[str]:
+    return {doc_id for doc_id, meta in DOCS.items() if pred(meta)}
+
+
+@pytest.fixture(scope="module")
+def col(tiny_embedder, tmp_path_factory):
+    collection = Collection.create(tmp_path_factory.mktemp("filters") / "col", tiny_embedder)
+    collection.add(
+        [
+            {"id": doc_id, "text": f"document number {doc_id} about tea and rivers", "metadata": meta}
+            for doc_id, meta in DOCS.items()
+        ]
+    )
+    # a long document, so some documents have several chunks
+    collection.upsert({"id": "doc-00", "text": "tea and rivers " * 120, "metadata": DOCS["doc-00"]})
+    assert collection.catalog.counts()[1] > len(DOCS)
+    yield collection
+    collection.close()
+
+
+def matched(col, where) -> set[str]:
+    chunk_ids = col.catalog.matching_chunk_ids(where)
+    return {row.doc_id for row in col.catalog.chunk_rows(chunk_ids).values()}
+
+
+CASES = [
+    ({}, lambda m: True),
+    ({"lang": "en"}, lambda m: get(m, "lang") == "en"),
+    ({"lang": {"$eq": "de"}}, lambda m: get(m, "lang") == "de"),
+    ({"lang": {"$ne": "en"}}, lambda m: get(m, "lang") != "en"),  # missing lang matches
+    ({"lang": {"$in": ["en", "fr"]}}, lambda m: get(m, "lang") in ("en", "fr")),
+    ({"lang": {"$nin": ["en", "fr"]}}, lambda m: get(m, "lang") not in ("en", "fr")),
+    ({"lang": {"$in": []}}, lambda m: False),
+    ({"lang": {"$nin": []}}, lambda m: True),
+    ({"year": 2010}, lambda m: m["year"] == 2010),
+    ({"year": {"$gt": 2010}}, lambda m: m["year"] > 2010),
+    ({"year": {"$gte": 2010}}, lambda m: m["year"] >= 2010),
+    ({"year": {"$lt": 2010}}, lambda m: m["year"] < 2010),
+    ({"year": {"$lte": 2010}}, lambda m: m["year"] <= 2010),
+    ({"year": {"$gte": 2005, "$lt": 2012}}, lambda m: 2005 <= m["year"] < 2012),
+    ({"year": {"$gt": 2003, "$ne": 2008, "$lte": 2015}}, lambda m: 2003 < m["year"] <= 2015 and m["year"] != 2008),
+    ({"score": {"$gte": 2.5}}, lambda m: m["score"] >= 2.5),
+    ({"score": {"$lt": 1.25}}, lambda m: m["score"] < 1.25),
+    ({"score": 1.75}, lambda m: m["score"] == 1.75),
+    ({"year": {"$in": [2001, 2003, 2099]}}, lambda m: m["year"] in (2001, 2003)),
+    ({"draft": True}, lambda m: get(m, "draft") is True),
+    ({"draft": False}, lambda m: get(m, "draft") is False),
+    ({"draft": {"$ne": True}}, lambda m: get(m, "draft") is not True),
+    ({"nested.a": 2}, lambda m: get(m, "nested.a") == 2),
+    ({"nested.a": {"$gte": 2}}, lambda m: get(m, "nested.a") is not MISSING and get(m, "nested.a") >= 2),
+    ({"nested.a": {"$ne": 0}}, lambda m: get(m, "nested.a") != 0),
+    ({"nested.b.c": "v1"}, lambda m: get(m, "nested.b.c") == "v1"),
+    ({"lang": "en", "draft": True}, lambda m: get(m, "lang") == "en" and get(m, "draft") is True),
+    (
+        {"$and": [{"lang": "fr"}, {"year": {"$gt": 2010}}]},
+        lambda m: get(m, "lang") == "fr" and m["year"] > 2010,
+    ),
+    (
+        {"$or": [{"lang": "de"}, {"year": {"$lt": 2003}}]},
+        lambda m: get(m, "lang") == "de" or m["year"] < 2003,
+    ),
+    (
+        {"$or": [{"lang": "de"}, {"$and": [{"draft": False}, {"nested.a": 1}]}]},
+        lambda m: get(m, "lang") == "de" or (get(m, "draft") is False and get(m, "nested.a") == 1),
+    ),
+    ({"$not": {"year": {"$gt": 2020}}}, lambda m: not m["year"] > 2020),
+    # $not is the complement: documents without the field match, as with $ne
+    ({"$not": {"lang": "en"}}, lambda m: get(m, "lang") != "en"),
+    ({"$not": {"nested.a": {"$in": [0, 1]}}}, lambda m: get(m, "nested.a") not in (0, 1)),
+    (
+        {"$not": {"$or": [{"lang": "en"}, {"draft": True}]}},
+        lambda m: not (get(m, "lang") == "en" or get(m, "draft") is True),
+    ),
+    ({"missing_field": "x"}, lambda m: False),
+    ({"missing_field": {"$ne": "x"}}, lambda m: True),
+    ({"missing_field": {"$gt": 1}}, lambda m: False),
+]
+
+
+@pytest.mark.parametrize("where, pred", CASES, ids=[str(w) for w, _ in CASES])
+def test_filter_selects_exactly_the_matching_documents(col, where, pred):
+    expected = oracle(pred)
+    assert matched(col, where) == expected
+
+
+TRIVIAL = [{}, {"lang": {"$in": []}}, {"lang": {"$nin": []}}, {"missing_field": "x"},
+           {"missing_field": {"$ne": "x"}}, {"missing_field": {"$gt": 1}}]
+
+
+def test_oracle_cases_are_not_trivial():
+    """Each other case splits the corpus, so a filter that ignored it would fail."""
+    for where, pred in CASES:
+        expected = oracle(pred)
+        if where not in TRIVIAL:
+            assert 0 < len(expected) < len(DOCS), where
+
+
+SEARCH_WHERES = [
+    {"lang": {"$ne": "en"}},
+    {"lang": {"$nin": ["en", "fr"]}},
+    {"$or": [{"lang": "de"}, {"year": {"$lt": 2003}}]},
+    {"$not": {"lang": "en"}},
+    {"nested.a": {"$gte": 2}},
+]
+SEARCH_CASES = [case for case in CASES if case[0] in SEARCH_WHERES]
+assert len(SEARCH_CASES) == len(SEARCH_WHERES)
+
+
+@pytest.mark.parametrize("where, pred", SEARCH_CASES, ids=[str(w) for w, _ in SEARCH_CASES])
+def test_search_returns_all_matching_documents(col, where, pred):
+    expected = oracle(pred)
+    hits = col.search("tea and rivers", k=100, where=where)
+    assert {h.id for h in hits} == expected
+    assert len(hits) == len(expected)
+    for hit in hits:
+        assert hit.metadata == DOCS[hit.id]
+
+
+@pytest.mark.parametrize(
+    "where, words",
+    [
+        ({"year": {"$foo": 1}}, ["$foo"]),
+        ({"$nor": [{"lang": "en"}]}, ["$nor"]),
+        ({"lang": {"$in": "en"}}, ["$in", "list"]),
+        ({"lang": {"$nin": {"en": 1}}}, ["$nin", "list"]),
+        ({"lang": {"$eq": {"a": 1}}}, ["dict"]),
+        ({"lang": None}, ["NoneType"]),
+        ({"lang": {"$in": ["en", None]}}, ["NoneType"]),
+        ({"lang": ["en", "de"]}, ["list"]),
+        ({"$or": []}, ["$or", "non-empty list"]),
+        ({"$and": {"lang": "en"}}, ["$and", "list"]),
+        ({"$or": ["lang"]}, ["filter must be an object"]),
+        ({"year": {"$gt": True}}, ["boolean"]),
+        ({"year": {}}, ["empty condition"]),
+        ({"a..b": 1}, ["bad field name"]),
+        ({"": 1}, ["bad field name"]),
+        ({"$not": "lang"}, ["filter must be an object"]),
+        ({1: "en"}, ["1"]),
+    ],
+    ids=lambda v: str(v),
+)
+def test_malformed_filters_raise_filter_error_naming_the_problem(col, where, words):
+    with pytest.raises(FilterError) as info:
+        col.catalog.matching_chunk_ids(where)
+    for word in words:
+        assert word in str(info.value)
+    with pytest.raises(FilterError):
+        col.search("tea", where=where)
+
+
+@pytest.mark.parametrize("where", [["lang", "en"], "lang=en", 3, None])
+def test_non_dict_filter_is_refused(where):
+    with pytest.raises(FilterError, match="object"):
+        compile_where(where, documents.c.meta)
+
+
+def test_filter_error_is_bad_input():
+    assert issubclass(FilterError, BadInputError)
+    assert issubclass(FilterError, ValueError)
+
+
+def test_parse_where():
+    assert parse_where(None) is None
+    assert parse_where("   ") is None
+    assert parse_where('{"lang": "en", "year": {"$gte": 2019}}') == {"lang": "en", "year": {"$gte": 2019}}
+    with pytest.raises(FilterError, match="not valid JSON"):
+        parse_where("{lang: en}")
+    with pytest.raises(FilterError, match="object.*list"):
+        parse_where('["lang", "en"]')
+    with pytest.raises(FilterError, match="object"):
+        parse_where('"en"')
+
+
+def test_field_names_with_spaces_dashes_and_non_ascii(tiny_embedder, tmp_path):
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    col.add(
+        [
+            {"id": "a", "text": "tea", "metadata": {"größe": 3, "file-name": "a.txt", "last modified": 1, "Sprache": "Français"}},
+            {"id": "b", "text": "coffee", "metadata": {"größe": 5, "file-name": "b.txt", "last modified": 2, "Sprache": "Deutsch"}},
+        ]
+    )
+    assert matched(col, {"größe": {"$gte": 4}}) == {"b"}
+    assert matched(col, {"größe": 3}) == {"a"}
+    assert matched(col, {"file-name": "b.txt"}) == {"b"}
+    assert matched(col, {"last modified": {"$lt": 2}}) == {"a"}
+    assert matched(col, {"Sprache": "Français"}) == {"a"}
+    assert col.get("a").metadata["größe"] == 3
