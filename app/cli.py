@@ -1,0 +1,207 @@
+"""The ``semsearch`` command: index, search, delete and inspect collections.
+
+Exit status: 0 on success, 2 for bad usage or bad input (including files
+skipped while indexing), 1 for any other failure. Errors are one line on
+stderr; set ``SEMSEARCH_DEBUG=1`` for a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from typing import Sequence
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line usage (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="semsearch",
+        description="Semantic search over your documents: index files, then search them by meaning.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    def collection_arg(p):
+        p.add_argument("-c", "--collection", required=True, metavar="DIR", help="collection directory")
+
+    p = sub.add_parser("index", help="index files, directories or BEIR corpora into a collection")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (.txt .md .html .pdf .jsonl .csv)")
+    collection_arg(p)
+    p.add_argument("--model", help="model directory or name, used when the collection is created "
+                   "(default: the packaged all-MiniLM-L6-v2); must match an existing collection's model")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching GLOB (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="leave out files matching GLOB (repeatable)")
+    p.add_argument("--id-field", help="JSONL/CSV field holding the id (default: id, then _id)")
+    p.add_argument("--title-field", help="JSONL/CSV field holding the title (default: title)")
+    p.add_argument("--text-field", help="JSONL/CSV field holding the text (default: text, body, content)")
+    p.add_argument("--prune", action="store_true", help="remove documents whose files or records are gone")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N", help="documents per atomic commit (default 128)")
+    p.add_argument("--max-file-mb", type=float, default=50.0, metavar="MB", help="skip files larger than this (default 50)")
+    p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("search", help="search a collection")
+    p.add_argument("query", metavar="QUERY")
+    collection_arg(p)
+    p.add_argument("-k", type=int, default=10, metavar="N", help="number of documents (default 10)")
+    p.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"lang": "en", "year": {"$gte": 2020}}\'')
+    p.add_argument("--json", action="store_true", help="print hits as a JSON list")
+
+    p = sub.add_parser("delete", help="delete documents by id")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    collection_arg(p)
+
+    p = sub.add_parser("info", help="show a collection's size, model and settings")
+    collection_arg(p)
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``semsearch`` console script."""
+    from retriever.errors import BadInputError, SemsearchError
+
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args)
+    except UsageError as exc:
+        _fail(str(exc))
+        return EXIT_BAD_INPUT
+    except BadInputError as exc:
+        _fail(str(exc))
+        return EXIT_BAD_INPUT
+    except SemsearchError as exc:
+        _fail(str(exc))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        _fail("interrupted; every committed batch is kept, run the same command again to resume")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - the one place that turns surprises into one line
+        if os.environ.get("SEMSEARCH_DEBUG"):
+            raise
+        _fail(f"unexpected {type(exc).__name__}: {exc} (SEMSEARCH_DEBUG=1 shows the traceback)")
+        return EXIT_FAILURE
+
+
+def _fail(message: str) -> None:
+    print(f"semsearch: error: {' '.join(message.split())}", file=sys.stderr)
+
+
+def cmd_index(args) -> int:
+    from indexer.job import DEFAULT_BATCH_DOCS, index_paths
+    from indexer.loaders import FieldMap
+    from retriever.collection import Collection
+    from retriever.manifest import MANIFEST
+
+    if args.max_file_mb <= 0:
+        raise UsageError("--max-file-mb must be positive")
+    exists = os.path.exists(os.path.join(args.collection, MANIFEST))
+    if exists:
+        if args.catalog_url:
+            raise UsageError("--catalog-url applies only when a collection is created")
+        collection = Collection.open(args.collection, args.model)
+    else:
+        collection = Collection.create(args.collection, args.model, catalog_url=args.catalog_url)
+    with collection:
+        report = index_paths(
+            collection,
+            args.paths,
+            include=args.include,
+            exclude=args.exclude,
+            fields=FieldMap(id=args.id_field, title=args.title_field, text=args.text_field),
+            prune=args.prune,
+            batch_docs=args.batch_size or DEFAULT_BATCH_DOCS,
+            max_bytes=int(args.max_file_mb * 1024 * 1024),
+            progress=not args.quiet and not args.json,
+        )
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    print(report.summary(), file=sys.stderr)
+    return EXIT_BAD_INPUT if report.skipped else EXIT_OK
+
+
+def cmd_search(args) -> int:
+    from retriever.collection import Collection
+    from retriever.filters import parse_where
+
+    where = parse_where(args.where)
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1, got {args.k}")
+    with Collection.open(args.collection) as collection:
+        hits = collection.search(args.query, k=args.k, where=where)
+    if args.json:
+        print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
+        return EXIT_OK
+    if not hits:
+        print("no results", file=sys.stderr)
+    width = min(100, max(40, os.get_terminal_size(sys.stdout.fileno()).columns - 6) if sys.stdout.isatty() else 100)
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank:>2}. {hit.score:.3f}  {hit.title or hit.id}")
+        if hit.title and hit.title != hit.id:
+            print(f"    {hit.id}")
+        snippet = " ".join(hit.text.split())
+        for line in textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]:
+            print(f"    {line}")
+    return EXIT_OK
+
+
+def cmd_delete(args) -> int:
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        report = collection.delete(args.ids)
+    missing = sorted(set(args.ids) - set(report.deleted))
+    print(f"deleted {len(report.deleted)} document(s)", file=sys.stderr)
+    if missing:
+        _fail(f"not found: {', '.join(missing)}")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def cmd_info(args) -> int:
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        info = collection.info()
+    if args.json:
+        print(json.dumps(info))
+        return EXIT_OK
+    chunking = info["chunking"]
+    rows = [
+        ("path", info["path"]),
+        ("documents", info["documents"]),
+        ("chunks", info["chunks"]),
+        ("model", f"{info['model']} (dim {info['dim']}, sha256 {info['model_sha256'][:12]})"),
+        ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
+        ("index", info["index"]),
+        ("catalog", info["catalog"]),
+        ("size", f"{info['size_bytes'] / 1e6:.1f} MB"),
+        ("created", info["created_at"]),
+        ("updated", info["updated_at"]),
+    ]
+    for key, value in rows:
+        print(f"{key:>10}  {value}")
+    return EXIT_OK
+
+
+COMMANDS = {"index": cmd_index, "search": cmd_search, "delete": cmd_delete, "info": cmd_info}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,136 @@
+"""The ``semsearch`` command, run in-process and as a real console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata"}
+
+
+@pytest.fixture()
+def docs(tmp_path) -> Path:
+    root = tmp_path / "docs"
+    (root / "sub").mkdir(parents=True)
+    (root / "tea.txt").write_text("Green tea is steamed right after picking. " * 20, encoding="utf-8")
+    (root / "sub" / "rivers.md").write_text("# Rivers\n\nRivers flow into the sea through deltas.", encoding="utf-8")
+    (root / "notes.jsonl").write_text(
+        json.dumps({"id": "n1", "title": "Coffee", "text": "Coffee beans are roasted.", "lang": "en"}) + "\n"
+        + "{not json\n"
+        + json.dumps({"id": "n2", "title": "Kaffee", "text": "Kaffee wird geröstet.", "lang": "de"}) + "\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def index(capsys, docs, col, model, *extra):
+    return run(capsys, "index", docs, "-c", col, "--model", model, "--quiet", *extra)
+
+
+def test_index_reports_bad_line_and_keeps_the_rest(capsys, docs, tmp_path, tiny_model_dir):
+    code, _, err = index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    assert code == 2  # something was skipped
+    assert "notes.jsonl:2" in err and "invalid JSON" in err
+    assert "4 document(s)" in err and "4 new" in err
+    code, out, _ = run(capsys, "info", "-c", tmp_path / "col", "--json")
+    assert code == 0 and json.loads(out)["documents"] == 4
+
+
+def test_search_json_shape_and_metadata(capsys, docs, tmp_path, tiny_model_dir):
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    code, out, _ = run(capsys, "search", "roasted coffee", "-c", tmp_path / "col", "-k", "10", "--json")
+    assert code == 0
+    hits = json.loads(out)
+    assert len(hits) == 4 and all(set(hit) == HIT_KEYS for hit in hits)
+    by_id = {hit["id"]: hit for hit in hits}
+    assert by_id["n1"]["metadata"]["lang"] == "en"
+    tea = next(hit for hit in hits if hit["id"].endswith("tea.txt"))
+    assert tea["metadata"]["source"] == str((docs / "tea.txt").resolve())
+    code, out, _ = run(capsys, "search", "coffee", "-c", tmp_path / "col", "--where", '{"lang": "de"}', "--json")
+    assert code == 0 and [hit["id"] for hit in json.loads(out)] == ["n2"]
+
+
+def test_reindex_is_incremental_and_prune_removes_gone_files(capsys, docs, tmp_path, tiny_model_dir):
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    _, out, _ = index(capsys, docs, col, tiny_model_dir, "--json")
+    report = json.loads(out)
+    assert (report["added"], report["updated"], report["unchanged"], report["chunks"]) == (0, 0, 4, 0)
+
+    (docs / "sub" / "rivers.md").write_text("# Rivers\n\nRivers carve valleys.", encoding="utf-8")
+    (docs / "tea.txt").unlink()
+    _, out, _ = index(capsys, docs, col, tiny_model_dir, "--json")
+    report = json.loads(out)
+    assert (report["updated"], report["deleted"]) == (1, 0)  # no --prune: tea.txt stays
+    _, out, _ = index(capsys, docs, col, tiny_model_dir, "--json", "--prune")
+    assert json.loads(out)["deleted"] == 1
+    _, out, _ = run(capsys, "search", "green tea", "-c", col, "--json")
+    assert not any(hit["id"].endswith("tea.txt") for hit in json.loads(out))
+
+
+def test_delete(capsys, docs, tmp_path, tiny_model_dir):
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    assert run(capsys, "delete", "n1", "-c", col)[0] == 0
+    code, _, err = run(capsys, "delete", "n1", "-c", col)
+    assert code == 2 and "not found: n1" in err
+    _, out, _ = run(capsys, "search", "coffee", "-c", col, "-k", "10", "--json")
+    assert "n1" not in [hit["id"] for hit in json.loads(out)]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["search", "x", "-c", "MISSING"], "no collection at"),
+        (["search", "x", "-c", "COL", "--where", "{bad"], "filter is not valid JSON"),
+        (["search", "x", "-c", "COL", "--where", '{"year": {"$near": 3}}'], "unknown operator '$near'"),
+        (["search", "x", "-c", "COL", "-k", "0"], "-k must be at least 1"),
+        (["search", "   ", "-c", "COL"], "query is empty"),
+        (["index", "DOCS/nope", "-c", "COL"], "no such file or directory"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys, docs, tmp_path, tiny_model_dir, argv, message):
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    values = {"MISSING": str(tmp_path / "missing"), "COL": str(col), "DOCS": str(docs)}
+    for placeholder, value in values.items():
+        argv = [arg.replace(placeholder, value) for arg in argv]
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("semsearch: error:")
+
+
+def test_wrong_model_for_collection_is_refused(capsys, docs, tmp_path, tiny_model_dir):
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    before = json.loads(run(capsys, "info", "-c", col, "--json")[1])
+    code, _, err = run(capsys, "index", docs, "-c", col, "--model", "all-MiniLM-L6-v2", "--quiet")
+    assert code == 2 and "different model" in err
+    after = json.loads(run(capsys, "info", "-c", col, "--json")[1])
+    assert (after["documents"], after["generation"]) == (before["documents"], before["generation"])
+
+
+def test_console_script_errors_without_traceback(tmp_path):
+    script = Path(sys.executable).parent / "semsearch"
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+    result = subprocess.run(
+        [*command, "search", "hello", "-c", str(tmp_path / "nowhere")], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"semsearch: error: no collection at {tmp_path / 'nowhere'}: directory does not exist"
