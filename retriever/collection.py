@@ -76,6 +76,8 @@ class WriteReport:
 class Collection:
     """A searchable set of documents in one directory. Use ``create`` or ``open``."""
 
+    SEARCH_MODES: tuple[str, ...] = ("dense",)
+
     def __init__(self, root: Path, manifest: Manifest, embedder: Embedder | None, lock_timeout: float):
         self.root = Path(root)
         self.manifest = manifest
@@ -252,6 +254,7 @@ class Collection:
         query: str,
         k: int = 10,
         where: dict[str, Any] | None = None,
+        mode: str = "dense",
     ) -> list[Hit]:
         """The ``k`` documents whose best chunk is most similar to ``query``.
 
@@ -261,6 +264,7 @@ class Collection:
             where: Metadata filter (see ``retriever.filters``); applied before
                 the vector search, so ``k`` hits come back whenever ``k``
                 documents match.
+            mode: One of ``SEARCH_MODES`` (default ``"dense"``).
 
         Returns:
             Hits ordered by descending score, one per document.
@@ -269,6 +273,8 @@ class Collection:
             raise BadInputError("query is empty")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise BadInputError(f"k must be a positive integer, got {k!r}")
+        if mode not in self.SEARCH_MODES:
+            raise BadInputError(f"unknown search mode {mode!r}; use one of {', '.join(self.SEARCH_MODES)}")
         allowed = None if where is None else self.catalog.matching_chunk_ids(where)
         if allowed is not None and allowed.size == 0:
             return []
