@@ -59,7 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
     collection_arg(p)
     p.add_argument("-k", type=int, default=10, metavar="N", help="number of documents (default 10)")
     p.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"lang": "en", "year": {"$gte": 2020}}\'')
+    search_mode_args(p)
     p.add_argument("--json", action="store_true", help="print hits as a JSON list")
+
+    p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format dataset")
+    p.add_argument("-d", "--dataset", required=True, metavar="DIR", help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/)")
+    p.add_argument("--split", default="test", help="qrels split (default test)")
+    search_mode_args(p)
+    p.add_argument("--model", help="model directory or name (default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("-c", "--collection", metavar="DIR", help="collection to build or reuse "
+                   "(default: ~/.cache/semsearch/eval/<dataset>-<model hash>)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("delete", help="delete documents by id")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -68,7 +78,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="show a collection's size, model and settings")
     collection_arg(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
+
+    p = sub.add_parser("ui", help="start the search UI in the browser (Streamlit)")
+    p.add_argument("-c", "--collection", required=True, metavar="DIR",
+                   help="collection directory, or a folder whose sub-folders are collections")
+    p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; the UI has no login, so keep it local)")
+
+    p = sub.add_parser("serve", help="start the HTTP API (FastAPI; OpenAPI docs at /docs)")
+    collection_arg(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
+                   "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
     return parser
+
+
+def search_mode_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mode", choices=("dense", "bm25", "hybrid"), default="hybrid",
+                        help="dense embeddings, bm25 keywords, or hybrid: both fused (default)")
+    parser.add_argument("--fusion", choices=("rrf", "convex"), default="rrf",
+                        help="hybrid fusion: reciprocal-rank (default) or convex combination")
+    parser.add_argument("--alpha", type=float, default=0.5, help="dense weight for --fusion convex (default 0.5)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -144,7 +176,7 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     with Collection.open(args.collection) as collection:
-        hits = collection.search(args.query, k=args.k, where=where)
+        hits = collection.search(args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha)
     if args.json:
         print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
         return EXIT_OK
@@ -158,6 +190,22 @@ def cmd_search(args) -> int:
         snippet = " ".join(hit.text.split())
         for line in textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]:
             print(f"    {line}")
+    return EXIT_OK
+
+
+def cmd_eval(args) -> int:
+    from app.evaluate import evaluate, format_table
+
+    result = evaluate(
+        args.dataset,
+        split=args.split,
+        mode=args.mode,
+        model=args.model,
+        collection_dir=args.collection,
+        fusion=args.fusion,
+        alpha=args.alpha,
+    )
+    print(json.dumps(result) if args.json else format_table([result]))
     return EXIT_OK
 
 
@@ -200,7 +248,97 @@ def cmd_info(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"index": cmd_index, "search": cmd_search, "delete": cmd_delete, "info": cmd_info}
+def cmd_ui(args) -> int:
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(args.collection).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is a file; -c takes a collection directory or a folder of collections")
+    if not root.exists() and not root.parent.is_dir():
+        raise UsageError(f"{root}: no such directory")
+    if importlib.util.find_spec("streamlit") is None:
+        raise UsageError("the UI needs Streamlit: pip install 'semsearch[ui]'")
+    _check_listen(args.host, args.port)
+    if not _is_loopback(args.host):
+        print(f"semsearch: warning: the UI has no login; anyone who reaches {args.host}:{args.port} "
+              "can search and add documents", file=sys.stderr)
+    script = Path(__file__).resolve().with_name("ui.py")
+    argv = [sys.executable, "-m", "streamlit", "run", str(script),
+            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
+            "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
+            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5"]
+    env = dict(os.environ, SEMSEARCH_UI_COLLECTION=str(root.resolve()))
+    print(f"semsearch: UI for {root} at http://{args.host}:{args.port}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)  # the process becomes Streamlit: Ctrl-C and signals reach it
+    return EXIT_FAILURE  # pragma: no cover - execve does not return
+
+
+def cmd_serve(args) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UsageError("the HTTP API needs FastAPI and uvicorn: pip install 'semsearch[api]'")
+    import uvicorn
+
+    from app.server import API_KEY_ENV, create_app
+
+    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    if not key and not _is_loopback(args.host):
+        raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
+    _check_listen(args.host, args.port)
+    app = create_app(args.collection, api_key=key)
+    print(f"semsearch: serving {args.collection} at http://{args.host}:{args.port} (API docs at /docs"
+          f"{'; API key required' if key else ''})", file=sys.stderr)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)
+    return EXIT_OK
+
+
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (``localhost``, 127.x, ``::1``)."""
+    import ipaddress
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail early, in one line, when ``host:port`` cannot be listened on."""
+    import socket
+
+    from retriever.errors import SemsearchError
+
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port must be between 1 and 65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise SemsearchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+COMMANDS = {
+    "index": cmd_index,
+    "search": cmd_search,
+    "eval": cmd_eval,
+    "delete": cmd_delete,
+    "info": cmd_info,
+    "ui": cmd_ui,
+    "serve": cmd_serve,
+}
 
 
 if __name__ == "__main__":

@@ -265,6 +265,21 @@ class Catalog:
         with self.engine.connect() as conn:
             return np.fromiter(conn.execute(query).scalars(), dtype=np.int64)
 
+    def chunks_of(self, doc_ids: Sequence[str]) -> list[ChunkRow]:
+        """Chunk rows of the given documents."""
+        out: list[ChunkRow] = []
+        with self.engine.connect() as conn:
+            for part in _chunked(list(doc_ids)):
+                for row in conn.execute(select(chunks).where(chunks.c.doc_id.in_(part))):
+                    out.append(ChunkRow(row.id, row.doc_id, row.ordinal, row.start, row.end))
+        return out
+
+    def matching_doc_ids(self, where: dict) -> set[str]:
+        """Ids of documents whose metadata satisfies ``where``."""
+        condition = compile_where(where, documents.c.meta)
+        with self.engine.connect() as conn:
+            return set(conn.execute(select(documents.c.id).where(condition)).scalars())
+
     def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
         rows: dict[int, ChunkRow] = {}
         with self.engine.connect() as conn:
@@ -310,6 +325,15 @@ class Catalog:
                     if isinstance(value, (str, int, float, bool)) and value not in values and len(values) < 20:
                         values.append(value)
         return fields
+
+    def iter_texts(self, batch: int = 1000) -> Iterator[tuple[str, str, str]]:
+        """``(id, title, text)`` of every document, streamed."""
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch).execute(
+                select(documents.c.id, documents.c.title, documents.c.text)
+            )
+            for row in result:
+                yield row.id, row.title, row.text
 
     def iter_ids(self) -> Iterator[str]:
         with self.engine.connect() as conn:

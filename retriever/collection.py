@@ -30,10 +30,12 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from retriever import vector_index
+from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, BM25Index, bm25_path
 from retriever.catalog import Catalog, DocumentWrite
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
+from retriever.fusion import DEFAULT_ALPHA, FUSIONS, fuse
 from retriever.errors import (
     BadInputError,
     CollectionLockedError,
@@ -44,7 +46,18 @@ from retriever.manifest import DEFAULT_CATALOG, MANIFEST, Manifest
 
 LOCK_FILE = ".write.lock"
 DEFAULT_OVERLAP = 32
+DEFAULT_MODE = "hybrid"
+HYBRID_DEPTH = 100  # documents taken from each side before fusing
 _OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, vector_index.INDEX_DIR}
+
+
+@dataclass(frozen=True)
+class _Snapshot:
+    """What searches read: one committed generation's vectors and BM25 index."""
+
+    generation: int
+    vectors: faiss.Index
+    bm25: BM25Index
 
 
 @dataclass
@@ -76,7 +89,7 @@ class WriteReport:
 class Collection:
     """A searchable set of documents in one directory. Use ``create`` or ``open``."""
 
-    SEARCH_MODES: tuple[str, ...] = ("dense",)
+    SEARCH_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
     def __init__(self, root: Path, manifest: Manifest, embedder: Embedder | None, lock_timeout: float):
         self.root = Path(root)
@@ -86,9 +99,9 @@ class Collection:
         self.catalog = Catalog(manifest.catalog_location(self.root))
         self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
         self._lock_timeout = lock_timeout
-        self._index: faiss.Index | None = None
-        self._generation = -1
+        self._snapshot: _Snapshot | None = None
         self._reload = threading.Lock()
+        self.analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:
             raise CorruptCollectionError(
@@ -152,11 +165,13 @@ class Collection:
             model=embedder.identity(),
             chunking=chunker.settings(),
             index={"library": "faiss", "factory": vector_index.FACTORY, "metric": "inner_product"},
+            bm25={"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
             catalog_url=catalog_url,
         )
         root.mkdir(parents=True, exist_ok=True)
         Catalog(manifest.catalog_location(root)).create(manifest.uuid)
         vector_index.write_generation(root, 0, vector_index.new_index(embedder.dim))
+        BM25Index.empty(manifest.bm25["k1"], manifest.bm25["b"]).save(bm25_path(root, 0))
         manifest.save(root)  # last: a directory without a manifest is not a collection
         collection = cls(root, manifest, embedder, lock_timeout)
         collection._chunker = chunker
@@ -254,20 +269,30 @@ class Collection:
         query: str,
         k: int = 10,
         where: dict[str, Any] | None = None,
-        mode: str = "dense",
+        mode: str = DEFAULT_MODE,
+        *,
+        fusion: str = "rrf",
+        alpha: float = DEFAULT_ALPHA,
     ) -> list[Hit]:
-        """The ``k`` documents whose best chunk is most similar to ``query``.
+        """The ``k`` documents that best match ``query``.
 
         Args:
             query: Free text.
             k: Number of documents to return (default 10).
             where: Metadata filter (see ``retriever.filters``); applied before
-                the vector search, so ``k`` hits come back whenever ``k``
-                documents match.
-            mode: One of ``SEARCH_MODES`` (default ``"dense"``).
+                ranking, so ``k`` hits come back whenever ``k`` documents match
+                (in ``bm25`` mode: match the filter and share a term with the query).
+            mode: ``"dense"`` (embedding similarity of the best chunk),
+                ``"bm25"`` (keywords over the whole document) or ``"hybrid"``
+                (both, fused; the default).
+            fusion: For hybrid: ``"rrf"`` (reciprocal-rank fusion, default) or
+                ``"convex"`` (normalised scores mixed by ``alpha``).
+            alpha: Weight of the dense side in the convex combination (default 0.5).
 
         Returns:
-            Hits ordered by descending score, one per document.
+            Hits by descending score, one per document, each showing its best
+            chunk. Scores are cosine similarity (dense), BM25 (bm25) or the
+            fused score (hybrid).
         """
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("query is empty")
@@ -275,20 +300,45 @@ class Collection:
             raise BadInputError(f"k must be a positive integer, got {k!r}")
         if mode not in self.SEARCH_MODES:
             raise BadInputError(f"unknown search mode {mode!r}; use one of {', '.join(self.SEARCH_MODES)}")
-        allowed = None if where is None else self.catalog.matching_chunk_ids(where)
-        if allowed is not None and allowed.size == 0:
-            return []
-        query_vector = self.embedder.embed([query])
-        index = self._current_index()
+        if fusion not in FUSIONS:
+            raise BadInputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
+        allowed_chunks = allowed_docs = None
+        if where is not None:
+            allowed_docs = self.catalog.matching_doc_ids(where)
+            if not allowed_docs:
+                return []
+            if mode != "bm25":
+                allowed_chunks = self.catalog.matching_chunk_ids(where)
+        snapshot = self._current()
+        depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
+        dense: list[tuple[str, float]] = []
+        best_chunk: dict[str, int] = {}
+        if mode in ("dense", "hybrid"):
+            dense, best_chunk = self._dense_ranking(snapshot.vectors, query, depth, allowed_chunks)
+        sparse: list[tuple[str, float]] = []
+        if mode in ("bm25", "hybrid"):
+            sparse = snapshot.bm25.top(self.analyzer(query), depth, allowed_docs)
+        if mode == "dense":
+            ranked = dense
+        elif mode == "bm25":
+            ranked = sparse
+        else:
+            ranked = fuse(dense, sparse, fusion, alpha)
+        return self._hits(ranked[:k], best_chunk, query)
+
+    def _dense_ranking(
+        self, index: faiss.Index, query: str, k: int, allowed: np.ndarray | None
+    ) -> tuple[list[tuple[str, float]], dict[str, int]]:
+        """Top ``k`` documents by their best chunk's cosine, and that chunk's id."""
         available = index.ntotal if allowed is None else allowed.size
         if available == 0:
-            return []
-        best: dict[str, tuple[float, int]] = {}
+            return [], {}
+        query_vector = self.embedder.embed([query])
         fetch = min(available, max(4 * k, k + 16))
-        while True:
+        while True:  # widen until k distinct documents are found or nothing is left
             scores, ids = vector_index.search(index, query_vector, fetch, allowed)
             rows = self.catalog.chunk_rows([i for i in ids[0] if i >= 0])
-            best = {}
+            best: dict[str, tuple[float, int]] = {}
             for score, chunk_id in zip(scores[0], ids[0]):
                 row = rows.get(int(chunk_id))
                 if row is not None and row.doc_id not in best:
@@ -297,24 +347,39 @@ class Collection:
                 break
             fetch = min(available, fetch * 4)
         ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
+        return [(doc_id, score) for doc_id, (score, _) in ranked], {d: c for d, (_, c) in ranked}
+
+    def _hits(self, ranked: list[tuple[str, float]], best_chunk: dict[str, int], query: str) -> list[Hit]:
+        """Hits for ranked documents; those without a dense chunk show their best keyword chunk."""
         docs = self.catalog.documents([doc_id for doc_id, _ in ranked])
+        chunk_rows = self.catalog.chunk_rows(list(best_chunk.values()))
+        missing = [doc_id for doc_id, _ in ranked if doc_id not in best_chunk]
+        keyword_spans = self._keyword_spans(missing, docs, query) if missing else {}
         hits = []
-        for doc_id, (score, chunk_id) in ranked:
-            doc, row = docs.get(doc_id), rows[chunk_id]
+        for doc_id, score in ranked:
+            doc = docs.get(doc_id)
             if doc is None:  # deleted since the index was loaded
                 continue
-            hits.append(
-                Hit(
-                    id=doc_id,
-                    score=score,
-                    title=doc.title,
-                    text=doc.text[row.start : row.end],
-                    start=row.start,
-                    end=row.end,
-                    metadata=dict(doc.meta or {}),
-                )
-            )
+            row = chunk_rows.get(best_chunk.get(doc_id, -1))
+            start, end = (row.start, row.end) if row else keyword_spans.get(doc_id, (0, len(doc.text)))
+            hits.append(Hit(doc_id, score, doc.title, doc.text[start:end], start, end, dict(doc.meta or {})))
         return hits
+
+    def _keyword_spans(self, doc_ids: list[str], docs: dict, query: str) -> dict[str, tuple[int, int]]:
+        """For each document, the chunk holding the most distinct query terms (first on ties)."""
+        terms = set(self.analyzer(query))
+        by_doc: dict[str, list] = {}
+        for row in self.catalog.chunks_of(doc_ids):
+            by_doc.setdefault(row.doc_id, []).append(row)
+        spans: dict[str, tuple[int, int]] = {}
+        for doc_id, rows in by_doc.items():
+            matches = self.analyzer.matches(docs[doc_id].text, terms) if doc_id in docs else []
+            best = max(
+                sorted(rows, key=lambda r: r.ordinal),
+                key=lambda r: len({term for offset, term in matches if r.start <= offset < r.end}),
+            )
+            spans[doc_id] = (best.start, best.end)
+        return spans
 
     def info(self) -> dict[str, Any]:
         """Counts, model, index and catalog settings, size on disk and last update."""
@@ -342,24 +407,44 @@ class Collection:
         """Metadata field names with example values (for building filters)."""
         return self.catalog.metadata_fields()
 
-    def _current_index(self) -> faiss.Index:
-        """The index of the committed generation, reloaded when it moved."""
+    def _current(self) -> _Snapshot:
+        """Vectors and BM25 of the committed generation, reloaded when it moved."""
         for _ in range(10):
             generation = self.catalog.state().generation
-            if generation == self._generation and self._index is not None:
-                return self._index
+            snapshot = self._snapshot
+            if snapshot is not None and snapshot.generation == generation:
+                return snapshot
             with self._reload:
                 try:
-                    index = vector_index.read_generation(self.root, generation)
+                    snapshot = self._load(generation)
                 except FileNotFoundError:
                     if self.catalog.state().generation != generation:
-                        continue  # a writer moved on and removed the old file
+                        continue  # a writer moved on and removed the old files
                     raise CorruptCollectionError(
                         f"vector index for generation {generation} is missing from {self.root}"
                     ) from None
-                self._index, self._generation = index, generation
-                return index
+                self._snapshot = snapshot
+                return snapshot
         raise CollectionLockedError(f"{self.root} changes too fast to load a consistent index")
+
+    def _load(self, generation: int) -> _Snapshot:
+        vectors = vector_index.read_generation(self.root, generation)
+        try:
+            bm25 = BM25Index.load(bm25_path(self.root, generation))
+        except FileNotFoundError:
+            bm25 = self._rebuild_bm25(generation)
+        return _Snapshot(generation, vectors, bm25)
+
+    def _rebuild_bm25(self, generation: int) -> BM25Index:
+        """BM25 rebuilt from the catalog, for a generation whose BM25 file is missing."""
+        if not vector_index.index_path(self.root, generation).exists():
+            raise FileNotFoundError(vector_index.index_path(self.root, generation))
+        settings = self.manifest.bm25
+        rows = [(doc_id, self.analyzer(f"{title}\n{text}")) for doc_id, title, text in self.catalog.iter_texts()]
+        bm25 = BM25Index.empty(settings["k1"], settings["b"]).updated([], rows)
+        if self.catalog.state().generation == generation:
+            bm25.save(bm25_path(self.root, generation))
+        return bm25
 
     # -- writes -----------------------------------------------------------
     def add(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
@@ -440,20 +525,28 @@ class Collection:
         return report
 
     def _commit(self, generation, stale_ids, new_ids, vectors, remove_doc_ids, writes, next_chunk_id) -> None:
-        index = vector_index.read_generation(self.root, generation)
+        """Publish generation + 1: vector and BM25 files first, then the catalog transaction."""
+        current = self._load(generation)
+        index = current.vectors
         if stale_ids.size:
             index.remove_ids(stale_ids)
         if new_ids.size:
             index.add_with_ids(vectors, new_ids)
-        vector_index.write_generation(self.root, generation + 1, index)
+        bm25 = current.bm25.updated(
+            remove_doc_ids, [(w.id, self.analyzer(f"{w.title}\n{w.text}")) for w in writes]
+        )
+        new_files = (vector_index.index_path(self.root, generation + 1), bm25_path(self.root, generation + 1))
         try:
+            vector_index.write_generation(self.root, generation + 1, index)
+            bm25.save(new_files[1])
             new_generation = self.catalog.commit(generation, remove_doc_ids, writes, next_chunk_id)
         except BaseException:
-            vector_index.index_path(self.root, generation + 1).unlink(missing_ok=True)
+            for path in new_files:
+                path.unlink(missing_ok=True)
             raise
         vector_index.remove_other_generations(self.root, keep=new_generation)
         with self._reload:
-            self._index, self._generation = index, new_generation
+            self._snapshot = _Snapshot(new_generation, index, bm25)
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:

@@ -26,6 +26,7 @@ class Manifest:
             pooling, normalize.
         chunking: window_tokens, overlap_tokens, title_prefix.
         index: Vector index spec (FAISS factory string and metric).
+        bm25: BM25 parameters and text analysis (k1, b, stemmer, stopwords).
         catalog_url: SQLAlchemy URL, or ``None`` for ``catalog.sqlite`` inside
             the directory.
     """
@@ -36,6 +37,9 @@ class Manifest:
     chunking: dict[str, Any]
     index: dict[str, Any]
     catalog_url: str | None = None
+    bm25: dict[str, Any] = field(
+        default_factory=lambda: {"k1": 0.9, "b": 0.4, "stemmer": "porter", "stopwords": "en", "fields": "title+text"}
+    )
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)

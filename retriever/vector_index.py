@@ -19,7 +19,7 @@ from retriever.errors import CorruptCollectionError
 
 INDEX_DIR = "index"
 FACTORY = "IDMap2,Flat"
-_FILE_PATTERN = re.compile(r"^vectors\.(\d+)\.faiss$")
+_FILE_PATTERN = re.compile(r"^(?:vectors|bm25)\.(\d+)\.(?:faiss|npz)$")  # every per-generation file
 
 
 def new_index(dim: int) -> faiss.Index:
@@ -51,7 +51,7 @@ def read_generation(root: Path, generation: int) -> faiss.Index:
 
 
 def remove_other_generations(root: Path, keep: int) -> None:
-    """Delete index files of every generation but ``keep`` (and stale temporaries)."""
+    """Delete the files (vectors and BM25) of every generation but ``keep``, and stale temporaries."""
     folder = Path(root) / INDEX_DIR
     if not folder.is_dir():
         return

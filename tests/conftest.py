@@ -84,3 +84,27 @@ def datasets_dir() -> Path:
     if not SHARED_DATASETS.is_dir():
         pytest.skip(f"needs the shared datasets at {SHARED_DATASETS} (absent here)")
     return SHARED_DATASETS
+
+
+@pytest.fixture(scope="session")
+def scifact_slice(datasets_dir, tmp_path_factory) -> Path:
+    """The SciFact slice as a BEIR directory (see ``write_scifact_slice``)."""
+    source = datasets_dir / "scifact"
+    if not (source / "corpus.jsonl").is_file():
+        pytest.skip(f"needs {source}")
+    from benchmarks.slices import write_scifact_slice
+
+    return write_scifact_slice(source, tmp_path_factory.mktemp("scifact-slice") / "scifact-slice50")
+
+
+@pytest.fixture(scope="session")
+def scifact_slice_collection(scifact_slice, minilm, tmp_path_factory) -> Path:
+    """Directory of a MiniLM collection holding the SciFact slice's corpus."""
+    from indexer.job import index_paths
+    from retriever import Collection
+
+    path = tmp_path_factory.mktemp("scifact-slice-collection") / "col"
+    with Collection.create(path, minilm) as collection:
+        report = index_paths(collection, [scifact_slice], progress=False)
+    assert report.skipped == [], report.summary()
+    return path

@@ -17,6 +17,7 @@ import pytest
 
 from retriever import Collection
 from retriever import vector_index
+from retriever.bm25 import BM25Index, bm25_path
 
 WORDS = (
     "river mountain coffee tea python database network search engine winter snow cloud fox dog "
@@ -61,6 +62,8 @@ def _snapshot(collection_dir: Path) -> dict:
         docs = col.catalog.documents(list(col.ids()))
         n_docs, n_chunks = col.catalog.counts()
         assert sum(row.n_chunks for row in docs.values()) == n_chunks
+        bm25 = BM25Index.load(bm25_path(col.root, col.catalog.state().generation))
+        assert sorted(bm25.doc_ids) == sorted(docs), "BM25 and catalog disagree after a kill"
         hits = [h.id for h in col.search("coffee tea mountain", k=5)] if n_docs else []
         return {
             "hashes": {doc_id: row.content_hash for doc_id, row in docs.items()},
@@ -129,5 +132,6 @@ def test_sigkill_at_several_points_then_rerun_matches_uninterrupted_run(
 
     subprocess.run(command, check=True, cwd=_repo(), stderr=subprocess.DEVNULL)
     assert _snapshot(target) == reference
-    leftovers = [p.name for p in (target / "index").iterdir()]
-    assert len(leftovers) == 1 and leftovers[0].endswith(".faiss"), leftovers
+    generation = _generation(target)
+    leftovers = sorted(p.name for p in (target / "index").iterdir())
+    assert leftovers == [f"bm25.{generation}.npz", f"vectors.{generation}.faiss"]

@@ -17,6 +17,7 @@ from retriever import (
     ModelMismatchError,
 )
 from retriever import vector_index
+from retriever.bm25 import BM25Index, bm25_path
 from retriever.manifest import DEFAULT_CATALOG, MANIFEST
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans".split()
@@ -37,8 +38,11 @@ def assert_consistent(col: Collection) -> None:
     index = vector_index.read_generation(col.root, col.catalog.state().generation)
     assert index.ntotal == len(catalog_ids) == col.catalog.counts()[1]
     assert index_ids(col) == catalog_ids
+    generation = col.catalog.state().generation
     files = sorted(p.name for p in (col.root / vector_index.INDEX_DIR).iterdir())
-    assert files == [f"vectors.{col.catalog.state().generation}.faiss"]
+    assert files == [f"bm25.{generation}.npz", f"vectors.{generation}.faiss"]
+    bm25 = BM25Index.load(bm25_path(col.root, generation))
+    assert sorted(bm25.doc_ids) == sorted(col.ids())
 
 
 def snapshot(col: Collection):
@@ -316,22 +320,36 @@ def test_filtered_search_returns_k_hits_even_when_matches_are_least_similar(col)
     assert len(col) == 200
     assert col.catalog.counts()[1] > 200  # the rare documents have several chunks
 
-    unfiltered = col.search(query, k=10)
+    unfiltered = col.search(query, k=10, mode="dense")
     assert all(h.id.startswith("c") for h in unfiltered)
-    rare_best = col.search(query, k=15, where={"group": "rare"})
+    rare_best = col.search(query, k=15, where={"group": "rare"}, mode="dense")
     assert max(h.score for h in rare_best) < min(h.score for h in unfiltered)
 
-    hits = col.search(query, k=10, where={"group": "rare"})
+    hits = col.search(query, k=10, where={"group": "rare"}, mode="dense")
     assert len(hits) == 10
     assert len({h.id for h in hits}) == 10
     assert all(h.metadata["group"] == "rare" for h in hits)
     for hit in hits:
         assert col.get(hit.id).text[hit.start : hit.end] == hit.text
 
-    everything = col.search(query, k=50, where={"group": "rare"})
+    everything = col.search(query, k=50, where={"group": "rare"}, mode="dense")
     assert sorted(h.id for h in everything) == sorted(d["id"] for d in rare)
-    assert len(col.search(query, k=3, where={"i": {"$gte": 12}})) == 3
-    assert col.search(query, k=10, where={"group": "none"}) == []
+    assert len(col.search(query, k=3, where={"i": {"$gte": 12}}, mode="dense")) == 3
+    assert col.search(query, k=10, where={"group": "none"}, mode="dense") == []
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+def test_filters_apply_to_every_mode_and_k_is_exact(col, mode):
+    query = "tea rivers flow into the sea"
+    col.add([{"id": f"c{i:03d}", "text": query, "metadata": {"group": "common"}} for i in range(60)])
+    col.add([{"id": f"r{i:02d}", "text": f"tea number {i} " + words(40, i), "metadata": {"group": "rare"}} for i in range(15)])
+    hits = col.search(query, k=10, where={"group": "rare"}, mode=mode)
+    assert len(hits) == 10 and len({h.id for h in hits}) == 10
+    assert all(h.metadata["group"] == "rare" for h in hits)
+    for hit in hits:
+        assert col.get(hit.id).text[hit.start : hit.end] == hit.text
+    assert len(col.search(query, k=50, where={"group": "rare"}, mode=mode)) == 15
+    assert col.search(query, k=10, where={"group": "none"}, mode=mode) == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,97 @@
+"""``make bench-quality``: rerun every figure in ``benchmarks/quality.yaml``.
+
+Prints ours beside the expected figure and the reference BM25 nDCG@10 that
+each dataset's SOURCE.md gives, and exits 1 when a figure drifts past the
+file's tolerance. ``--update`` rewrites the expected figures instead.
+
+    python -m benchmarks.quality [--datasets DIR] [--only scifact,cisi] [--update]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from retriever.evaluation import METRICS
+
+REGRESSIONS = Path(__file__).with_name("quality.yaml")
+DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+HEADER = """\
+# Every retrieval-quality figure semsearch claims: the command that measures
+# it and the expected scores (default model, default settings).
+# `make bench-quality` reruns them all; the scifact-slice50 rows are rerun by
+# `make test` (tests/app/test_evaluate.py), the smaller datasets by the slow tests.
+# Regenerate with: .venv/bin/python -m benchmarks.quality --update
+"""
+
+
+def load_regressions(path: Path = REGRESSIONS) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def reference_ndcg(dataset_dir: Path) -> float | None:
+    """The BM25 nDCG@10 baseline quoted in the dataset's SOURCE.md, if any."""
+    source = dataset_dir / "SOURCE.md"
+    if not source.is_file():
+        return None
+    match = re.search(r"baseline computed here.*?nDCG@10 ([0-9.]+)", source.read_text(encoding="utf-8"), re.S)
+    return float(match.group(1)) if match else None
+
+
+def dataset_path(run: dict, datasets: Path, scratch: Path) -> Path:
+    if run["dataset"] == "scifact-slice50":
+        from benchmarks.slices import write_scifact_slice
+
+        target = scratch / "scifact-slice50"
+        return target if target.exists() else write_scifact_slice(datasets / "scifact", target)
+    return datasets / run["dataset"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from app.evaluate import evaluate
+
+    parser = argparse.ArgumentParser(prog="bench-quality", description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    parser.add_argument("--only", help="comma-separated dataset names")
+    parser.add_argument("--update", action="store_true", help="rewrite the expected figures")
+    args = parser.parse_args(argv)
+    regressions = load_regressions()
+    only = set(args.only.split(",")) if args.only else None
+    tolerance = regressions["tolerance"]
+    failures = 0
+    print(f"{'dataset':<16} {'mode':<7} {'ndcg@10':>8} {'expected':>9} {'BM25 ref':>9} "
+          + " ".join(f"{m:>10}" for m in METRICS[1:]) + f" {'seconds':>8}")
+    with tempfile.TemporaryDirectory() as scratch:
+        for run in regressions["runs"]:
+            if only and run["dataset"] not in only:
+                continue
+            path = dataset_path(run, args.datasets, Path(scratch))
+            result = evaluate(path, split=run.get("split", "test"), mode=run["mode"], progress=False)
+            expected = run.get("expected") or {}
+            drift = [m for m in METRICS if m in expected and abs(result[m] - expected[m]) > tolerance]
+            failures += bool(drift) and not args.update
+            reference = reference_ndcg(path)
+            print(
+                f"{run['dataset']:<16} {run['mode']:<7} {result['ndcg@10']:>8.4f} "
+                f"{expected.get('ndcg@10', float('nan')):>9.4f} "
+                f"{reference if reference is not None else float('nan'):>9.4f} "
+                + " ".join(f"{result[m]:>10.4f}" for m in METRICS[1:])
+                + f" {result['seconds']:>8.1f}" + (f"  DRIFT: {', '.join(drift)}" if drift else ""),
+                flush=True,
+            )
+            if args.update:
+                run["expected"] = {m: result[m] for m in METRICS}
+                run["seconds"] = result["seconds"]
+    if args.update:
+        REGRESSIONS.write_text(HEADER + yaml.safe_dump(regressions, sort_keys=False), encoding="utf-8")
+        print(f"wrote {REGRESSIONS}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

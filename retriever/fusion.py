@@ -1,0 +1,59 @@
+"""Fusing a dense and a BM25 ranking into one, at document level.
+
+Reciprocal-rank fusion (default) needs no score calibration:
+``score(d) = sum over rankings of 1 / (rrf_k + rank(d))``, ranks from 1.
+The convex combination min-max normalises each ranking's scores to [0, 1]
+and mixes them as ``alpha * dense + (1 - alpha) * bm25``; a document absent
+from one ranking gets 0 there.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from retriever.errors import BadInputError
+
+FUSIONS = ("rrf", "convex")
+DEFAULT_RRF_K = 60
+DEFAULT_ALPHA = 0.5
+
+Ranking = Sequence[tuple[str, float]]  # (doc_id, score), best first
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Ranking], rrf_k: int = DEFAULT_RRF_K) -> list[tuple[str, float]]:
+    """RRF over any number of rankings; ties keep the order of first appearance."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, (doc_id, _) in enumerate(ranking, start=1):
+            fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def convex_combination(dense: Ranking, sparse: Ranking, alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
+    """``alpha * dense + (1 - alpha) * bm25`` of min-max-normalised scores."""
+    if not 0.0 <= alpha <= 1.0:
+        raise BadInputError(f"alpha must be within [0, 1], got {alpha}")
+    fused: dict[str, float] = {}
+    for weight, ranking in ((alpha, dense), (1.0 - alpha, sparse)):
+        for doc_id, score in _min_max(ranking):
+            fused[doc_id] = fused.get(doc_id, 0.0) + weight * score
+    return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def fuse(dense: Ranking, sparse: Ranking, fusion: str = "rrf", alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
+    """Fuse by name: ``"rrf"`` or ``"convex"`` (with ``alpha``)."""
+    if fusion == "rrf":
+        return reciprocal_rank_fusion([dense, sparse])
+    if fusion == "convex":
+        return convex_combination(dense, sparse, alpha)
+    raise BadInputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
+
+
+def _min_max(ranking: Ranking) -> list[tuple[str, float]]:
+    if not ranking:
+        return []
+    scores = [score for _, score in ranking]
+    low, high = min(scores), max(scores)
+    if high == low:
+        return [(doc_id, 1.0) for doc_id, _ in ranking]
+    return [(doc_id, (score - low) / (high - low)) for doc_id, score in ranking]

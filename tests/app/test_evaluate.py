@@ -1,0 +1,74 @@
+"""``semsearch eval`` and the regression file benchmarks/quality.yaml."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import main
+from app.evaluate import evaluate
+from benchmarks.quality import load_regressions
+
+EVAL_KEYS = {"dataset", "split", "mode", "model", "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds"}
+
+
+def regression_rows(dataset: str) -> list[dict]:
+    rows = [row for row in load_regressions()["runs"] if row["dataset"] == dataset]
+    assert rows and all(row["expected"] for row in rows), f"no expected figures for {dataset}"
+    return rows
+
+
+def assert_reproduces(result: dict, row: dict) -> None:
+    tolerance = load_regressions()["tolerance"]
+    for metric, expected in row["expected"].items():
+        assert result[metric] == pytest.approx(expected, abs=tolerance), (row["mode"], metric)
+
+
+@pytest.fixture()
+def tiny_beir(tmp_path):
+    root = tmp_path / "toy"
+    (root / "qrels").mkdir(parents=True)
+    docs = {
+        "d1": "Green tea is steamed right after picking.",
+        "d2": "Coffee beans are roasted at high temperature.",
+        "d3": "Rivers flow into the sea through deltas.",
+        "d4": "Snow covers the mountain peaks in winter.",
+    }
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
+    queries = {"q1": "steamed tea", "q2": "roasted coffee beans", "q3": "not judged"}
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\n")
+    return root
+
+
+def test_eval_json_on_a_toy_dataset(capsys, tiny_beir, tiny_model_dir, tmp_path):
+    code = main(["eval", "-d", str(tiny_beir), "--mode", "bm25", "--model", str(tiny_model_dir),
+                 "-c", str(tmp_path / "col"), "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert code == 0 and set(result) == EVAL_KEYS
+    assert (result["dataset"], result["split"], result["mode"], result["queries"]) == ("toy", "test", "bm25", 2)
+    assert result["ndcg@10"] == result["mrr@10"] == result["recall@100"] == 1.0
+    # the collection is reused: a second run indexes nothing and scores the same
+    assert main(["eval", "-d", str(tiny_beir), "--mode", "bm25", "-c", str(tmp_path / "col"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ndcg@10"] == 1.0
+
+
+def test_eval_bad_dataset_is_one_line_exit_2(capsys, tmp_path):
+    assert main(["eval", "-d", str(tmp_path), "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a BEIR dataset: corpus.jsonl is missing" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("row", regression_rows("scifact-slice50"), ids=lambda row: row["mode"])
+def test_scifact_slice_reproduces_the_regression_file(scifact_slice, scifact_slice_collection, row):
+    result = evaluate(scifact_slice, mode=row["mode"], collection_dir=scifact_slice_collection, progress=False)
+    assert result["queries"] == 50
+    assert_reproduces(result, row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dataset", ["cisi", "cranfield", "medline", "time"])
+def test_small_datasets_reproduce_the_regression_file(datasets_dir, dataset):
+    for row in regression_rows(dataset):
+        assert_reproduces(evaluate(datasets_dir / dataset, mode=row["mode"], progress=False), row)

@@ -1,0 +1,89 @@
+"""BM25: analysis, Lucene scoring pinned against bm25s on real text, updates, files."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from retriever.bm25 import Analyzer, BM25Index
+
+DOCS = {
+    "tea": "Green tea is steamed right after picking; black tea is fully oxidised.",
+    "coffee": "Coffee beans are roasted. Roasting coffee develops its aroma.",
+    "rivers": "Rivers flow into the sea; a river delta forms where rivers slow down.",
+    "both": "Tea or coffee? Many drink tea in the morning and coffee after lunch.",
+}
+
+
+@pytest.fixture()
+def analyzer() -> Analyzer:
+    return Analyzer()
+
+
+def build(analyzer, docs: dict[str, str]) -> BM25Index:
+    return BM25Index.empty().updated([], [(doc_id, analyzer(text)) for doc_id, text in docs.items()])
+
+
+def test_analyzer_lowercases_drops_stopwords_and_stems(analyzer):
+    assert analyzer("The Rivers are FLOWING into the sea") == ["river", "flow", "sea"]
+    assert analyzer("a an the of") == []
+    assert Analyzer(stemmer=None, stopwords=None)("The Rivers") == ["the", "rivers"]
+
+
+def test_ranking_follows_term_statistics(analyzer):
+    index = build(analyzer, DOCS)
+    ranked = [doc_id for doc_id, _ in index.top(analyzer("river delta"), 10)]
+    assert ranked == ["rivers"]  # only documents sharing a term are returned
+    ranked = [doc_id for doc_id, _ in index.top(analyzer("coffee roasting"), 10)]
+    assert ranked[0] == "coffee" and set(ranked) == {"coffee", "both"}
+    assert index.top(analyzer("zebra"), 10) == []
+
+
+def test_scores_match_bm25s_lucene_on_real_text(analyzer, datasets_dir):
+    import bm25s
+
+    corpus_path = datasets_dir / "cisi" / "corpus.jsonl"
+    if not corpus_path.is_file():
+        pytest.skip(f"needs {corpus_path}")
+    with corpus_path.open(encoding="utf-8") as lines:
+        records = [json.loads(line) for line in itertools.islice(lines, 400)]
+    tokens = [analyzer(f"{r['title']}\n{r['text']}") for r in records]
+    ours = BM25Index.empty(k1=0.9, b=0.4).updated([], list(zip([r["_id"] for r in records], tokens)))
+    reference = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
+    vocabulary = {term: i for i, term in enumerate(sorted({t for doc in tokens for t in doc}))}
+    reference.index(bm25s.tokenization.Tokenized([[vocabulary[t] for t in doc] for doc in tokens], vocabulary), show_progress=False)
+    queries = [records[i]["title"] for i in range(0, 400, 20)]
+    for query in queries:
+        terms = [t for t in analyzer(query) if t in vocabulary]
+        expected = reference.get_scores(terms)
+        np.testing.assert_allclose(ours.scores(terms), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_updates_match_a_fresh_build(analyzer):
+    incremental = build(analyzer, {k: DOCS[k] for k in ("tea", "coffee")})
+    incremental = incremental.updated(["tea"], [("rivers", analyzer(DOCS["rivers"])), ("both", analyzer(DOCS["both"]))])
+    incremental = incremental.updated([], [("tea", analyzer(DOCS["tea"]))])
+    fresh = build(analyzer, DOCS)
+    for query in ("tea", "coffee roasting", "rivers sea", "morning lunch"):
+        terms = analyzer(query)
+        assert dict(incremental.top(terms, 10)) == pytest.approx(dict(fresh.top(terms, 10)))
+
+
+def test_allowed_restricts_results(analyzer):
+    index = build(analyzer, DOCS)
+    ranked = index.top(analyzer("tea coffee"), 10, allowed={"coffee", "rivers"})
+    assert [doc_id for doc_id, _ in ranked] == ["coffee"]
+
+
+def test_save_and_load_round_trip(analyzer, tmp_path):
+    index = build(analyzer, {**DOCS, "ünïcode-id/ß": "Tee und Kaffee, grüner Tee"})
+    index.save(tmp_path / "bm25.npz")
+    loaded = BM25Index.load(tmp_path / "bm25.npz")
+    assert loaded.doc_ids == index.doc_ids and loaded.terms == index.terms
+    assert (loaded.k1, loaded.b) == (index.k1, index.b)
+    terms = analyzer("tee tea coffee")
+    assert loaded.top(terms, 10) == index.top(terms, 10)
+    assert [p.name for p in tmp_path.iterdir()] == ["bm25.npz"]
