@@ -6,13 +6,18 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all bench ui clean
+.PHONY: help install demo test test-all bench bench-quality ui serve clean
+COLLECTION ?= .demo/collection
 
 help:
 	@echo "make install   create .venv and install pinned dependencies (CPU torch 2.13.0)"
 	@echo "make demo      index the Python standard library's documentation and search it"
+	@echo "make ui        search the demo collection in the browser (COLLECTION=dir to choose)"
+	@echo "make serve     the HTTP API on 127.0.0.1:8000, docs at /docs (COLLECTION=dir to choose)"
 	@echo "make test      run the test suite (slow benchmarks excluded)"
 	@echo "make test-all  run every test, slow ones included"
+	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
+	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
 	@echo "make clean     remove .venv, the demo collection and caches"
 
 install: $(STAMP)
@@ -29,11 +34,24 @@ $(STAMP): pyproject.toml requirements.lock
 demo: install
 	$(BIN)/python -m app.demo
 
+ui: install
+	test -f $(COLLECTION)/manifest.json || $(BIN)/python -m app.demo
+	$(BIN)/semsearch ui -c $(COLLECTION)
+
+serve: install
+	test -f $(COLLECTION)/manifest.json || $(BIN)/python -m app.demo
+	$(BIN)/semsearch serve -c $(COLLECTION)
+
 test: install
 	$(BIN)/python -m pytest -m "not slow" -q
 
 test-all: install
 	$(BIN)/python -m pytest -q
+
+bench: bench-quality
+
+bench-quality: install
+	$(BIN)/python -m benchmarks.quality
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

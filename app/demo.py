@@ -127,6 +127,8 @@ def main() -> int:
   command line:  .venv/bin/semsearch search "how do I copy a directory tree" -c {collection_dir}
                  .venv/bin/semsearch search "json" -c {collection_dir} --where '{{"package": "json"}}' --json
   Python:        .venv/bin/python -c "from retriever import Collection; c = Collection.open('{collection_dir}'); print(c.search('unit testing', k=3))"
+  browser:       make ui      (or .venv/bin/semsearch ui -c {collection_dir}, then open http://127.0.0.1:8501)
+  HTTP API:      make serve   (docs at http://127.0.0.1:8000/docs)
   details:       .venv/bin/semsearch info -c {collection_dir}"""
     )
     return 0

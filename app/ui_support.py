@@ -1,0 +1,388 @@
+"""What the Streamlit UI needs that is not Streamlit: finding collections,
+building filters from metadata fields, rendering passages as safe HTML, and
+indexing uploaded files or pasted text.
+
+Kept apart from ``app/ui.py`` so it can be tested without a browser and reused
+by other front ends. Every piece of user or document text that reaches HTML
+goes through ``html.escape`` here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import html
+import json
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+MANIFEST = "manifest.json"
+CONTEXT_CHARS = 300
+DOCUMENT_VIEW_CHARS = 200_000
+MAX_CHOICES = 20  # the catalog samples at most 20 values per field: 20 means "maybe more"
+HIDDEN_FIELDS = ("encoding",)  # loader bookkeeping nobody filters on
+UPLOAD_BATCH_DOCS = 128  # documents per atomic commit, as the batch job
+
+_SPACE = re.compile(r"\s+")
+_SAFE_NAME = re.compile(r"[^\w.\- ()\[\]+,@]+", re.UNICODE)
+
+
+# -- collections -------------------------------------------------------------
+def find_collections(root: str | Path) -> list[Path]:
+    """The collections under ``root``: ``[root]`` when it holds one, else its
+    sub-folders holding a ``manifest.json``, sorted by name."""
+    root = Path(root).expanduser()
+    if (root / MANIFEST).is_file():
+        return [root]
+    if not root.is_dir():
+        return []
+    return sorted(
+        (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / MANIFEST).is_file()),
+        key=lambda p: p.name.lower(),
+    )
+
+
+def manifest_uuid(path: str | Path) -> str:
+    """The collection's uuid, so a cache keyed on it notices a re-created collection."""
+    try:
+        return json.loads((Path(path) / MANIFEST).read_text(encoding="utf-8")).get("uuid", "")
+    except (OSError, ValueError):
+        return ""
+
+
+# -- formatting --------------------------------------------------------------
+def format_bytes(n: int) -> str:
+    """``1536`` -> ``"1.5 KB"``."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"  # pragma: no cover
+
+
+def format_age(iso: str, now: dt.datetime | None = None) -> str:
+    """An ISO timestamp as ``"5 minutes ago"`` (the timestamp itself when unparsable)."""
+    try:
+        then = dt.datetime.fromisoformat(iso)
+    except (TypeError, ValueError):
+        return str(iso)
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=dt.timezone.utc)
+    seconds = ((now or dt.datetime.now(dt.timezone.utc)) - then).total_seconds()
+    if seconds < 0:
+        return then.strftime("%Y-%m-%d %H:%M UTC")
+    for limit, unit, div in ((60, "second", 1), (3600, "minute", 60), (86400, "hour", 3600), (86400 * 30, "day", 86400)):
+        if seconds < limit:
+            value = int(seconds // div)
+            return "just now" if unit == "second" and value < 10 else f"{value} {unit}{'s' if value != 1 else ''} ago"
+    return then.strftime("%Y-%m-%d")
+
+
+def model_label(name: str) -> str:
+    """A model's short name: the last path component of a local directory."""
+    name = str(name)
+    if "/" in name and Path(name).is_absolute():
+        parts = [p for p in Path(name).parts if p not in ("model", "/")]
+        return parts[-1] if parts else name
+    return name
+
+
+def source_of(hit: Any) -> str:
+    """Where a hit comes from: its file path, else its id."""
+    meta = getattr(hit, "metadata", None) or {}
+    source = meta.get("source")
+    return str(source) if source else str(hit.id)
+
+
+# -- passages as HTML --------------------------------------------------------
+def _squash(text: str) -> str:
+    return _SPACE.sub(" ", text)
+
+
+def passage_html(text: str, start: int, end: int, context: int = CONTEXT_CHARS) -> str:
+    """The chunk ``text[start:end]`` highlighted with ``context`` characters each
+    side (cut at word boundaries, "…" where cut), whitespace folded, HTML-escaped."""
+    start = max(0, min(start, len(text)))
+    end = max(start, min(end, len(text)))
+    left_at = max(0, start - context)
+    if left_at > 0:
+        space = text.find(" ", left_at, start)
+        left_at = space + 1 if space != -1 else left_at
+    right_at = min(len(text), end + context)
+    if right_at < len(text):
+        space = text.rfind(" ", end, right_at)
+        right_at = space if space != -1 else right_at
+    left, chunk, right = text[left_at:start], text[start:end], text[end:right_at]
+    return (
+        ("… " if left_at > 0 else "")
+        + html.escape(_squash(left).lstrip())
+        + f"<mark>{html.escape(_squash(chunk))}</mark>"
+        + html.escape(_squash(right).rstrip())
+        + (" …" if right_at < len(text) else "")
+    )
+
+
+def document_html(text: str, start: int | None = None, end: int | None = None,
+                  limit: int = DOCUMENT_VIEW_CHARS) -> tuple[str, str]:
+    """The whole document as escaped HTML (line breaks kept by CSS), the span
+    ``start:end`` highlighted. Past ``limit`` characters only a window around the
+    span is shown; the second value then says which part (never a silent cut)."""
+    n = len(text)
+    has_span = start is not None and end is not None and 0 <= start < end <= n
+    lo, hi = 0, n
+    if n > limit:
+        centre = (start + end) // 2 if has_span else 0
+        lo = max(0, min(centre - limit // 2, n - limit))
+        hi = lo + limit
+    note = "" if (lo, hi) == (0, n) else f"Showing characters {lo:,}–{hi:,} of {n:,}."
+    if not has_span or not (lo <= start and end <= hi):
+        return html.escape(text[lo:hi]), note
+    return (
+        html.escape(text[lo:start])
+        + f'<mark id="match">{html.escape(text[start:end])}</mark>'
+        + html.escape(text[end:hi])
+    ), note
+
+
+def metadata_chips(metadata: dict[str, Any], skip: Sequence[str] = ("source", *HIDDEN_FIELDS), limit: int = 6) -> str:
+    """Small escaped ``key: value`` labels for a result card."""
+    chips = []
+    for key, value in metadata.items():
+        if key in skip or isinstance(value, (dict, list)):
+            continue
+        shown = str(value)
+        if len(shown) > 40:
+            shown = shown[:39] + "…"
+        chips.append(f'<span class="ss-chip">{html.escape(str(key))}: {html.escape(shown)}</span>')
+        if len(chips) == limit:
+            break
+    return "".join(chips)
+
+
+# -- filters -----------------------------------------------------------------
+@dataclass(frozen=True)
+class FilterField:
+    """How to offer one metadata field as a filter.
+
+    Attributes:
+        name: The field name.
+        kind: ``"choice"`` (few string values: multiselect), ``"number"``
+            (a from/to range), ``"bool"`` or ``"text"`` (many values: exact match).
+        options: The values seen, sorted (choices and booleans).
+        low / high: The smallest and largest numbers seen (number fields).
+    """
+
+    name: str
+    kind: str
+    options: tuple = ()
+    low: float | None = None
+    high: float | None = None
+
+
+def filter_fields(fields: dict[str, list], hidden: Sequence[str] = HIDDEN_FIELDS) -> list[FilterField]:
+    """Turn ``Collection.metadata_fields()`` into filter widgets' specs, by name."""
+    specs = []
+    for name in sorted(fields):
+        values = [v for v in fields[name] if v is not None]
+        if name in hidden or not values:
+            continue  # nested objects and lists have no examples: the JSON filter reaches them
+        if all(isinstance(v, bool) for v in values):
+            specs.append(FilterField(name, "bool", (False, True)))
+        elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            specs.append(FilterField(name, "number", low=min(values), high=max(values)))
+        elif all(isinstance(v, str) for v in values) and len(values) < MAX_CHOICES:
+            specs.append(FilterField(name, "choice", tuple(sorted(values, key=str.lower))))
+        else:
+            specs.append(FilterField(name, "text"))
+    return specs
+
+
+def build_where(clauses: Iterable[dict[str, Any]], extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """AND together per-field clauses and an optional raw JSON filter; ``None`` when empty."""
+    parts = [c for c in clauses if c]
+    if extra:
+        parts.append(extra)
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"$and": parts}
+
+
+def field_clause(spec: FilterField, value: Any) -> dict[str, Any] | None:
+    """The filter for one widget's value (``None`` when it does not restrict)."""
+    if spec.kind == "choice":
+        values = list(value or [])
+        if not values:
+            return None
+        return {spec.name: values[0]} if len(values) == 1 else {spec.name: {"$in": values}}
+    if spec.kind == "number":
+        low, high = value if value else (None, None)
+        condition = {}
+        if low is not None:
+            condition["$gte"] = low
+        if high is not None:
+            condition["$lte"] = high
+        return {spec.name: condition} if condition else None
+    if spec.kind == "bool":
+        return None if value in (None, "any") else {spec.name: value in (True, "yes", "true")}
+    text = (value or "").strip()
+    if not text:
+        return None
+    values = [_number_or_text(v.strip()) for v in text.split(",") if v.strip()]
+    return {spec.name: values[0]} if len(values) == 1 else {spec.name: {"$in": values}}
+
+
+def _number_or_text(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+# -- adding documents ----------------------------------------------------------
+@dataclass
+class AddReport:
+    """What an upload or paste did: the merged ``WriteReport`` numbers and one
+    ``(file or id, reason)`` per problem."""
+
+    added: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    chunks: int = 0
+    files: int = 0
+    errors: list[tuple[str, str]] = field(default_factory=list)
+
+    def merge(self, written: Any) -> None:
+        self.added += written.added
+        self.updated += written.updated
+        self.unchanged += written.unchanged
+        self.chunks += written.chunks
+
+    @property
+    def written(self) -> int:
+        return len(self.added) + len(self.updated)
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.added)} added, {len(self.updated)} updated, {len(self.unchanged)} unchanged"
+            f" · {self.chunks} chunk{'s' if self.chunks != 1 else ''} embedded"
+        )
+
+
+def safe_file_name(name: str) -> str:
+    """An uploaded file's name without folders or odd characters (extension kept)."""
+    base = Path(str(name).replace("\\", "/")).name.strip()
+    base = _SAFE_NAME.sub("_", base).strip(". ") or "upload"
+    return base[:200]
+
+
+def index_uploads(
+    collection: Any,
+    files: Sequence[tuple[str, bytes]],
+    progress: Callable[[float, str], None] = lambda fraction, text: None,
+    max_bytes: int | None = None,
+) -> AddReport:
+    """Index uploaded files (``(name, content)`` pairs) into ``collection``.
+
+    Each file is written under its own name to a temporary folder and read by
+    the same loaders as ``semsearch index``. Single-document files get their
+    file name as id and as ``source`` (uploading a new version replaces the old
+    one); JSONL/CSV records keep their own ids. Bad files and records are
+    listed and skipped; the rest goes in, in batches, each one atomic commit.
+    """
+    from indexer.loaders import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, LoadError, load_path
+    from retriever.errors import BadInputError, SemsearchError
+
+    report = AddReport()
+    total = max(1, len(files))
+    with tempfile.TemporaryDirectory(prefix="semsearch-upload-") as tmp:
+        folder = Path(tmp).resolve()
+        seen: set[str] = set()
+        for number, (raw_name, content) in enumerate(files):
+            name = safe_file_name(raw_name)
+            report.files += 1
+            progress(number / total, f"Reading {name} ({number + 1}/{len(files)})")
+            if name in seen:
+                report.errors.append((name, "another uploaded file has the same name"))
+                continue
+            seen.add(name)
+            suffix = Path(name).suffix.lower()
+            if suffix not in SUPPORTED_SUFFIXES:
+                report.errors.append(
+                    (name, f"unsupported file type {suffix or '(none)'}; use {', '.join(sorted(SUPPORTED_SUFFIXES))}")
+                )
+                continue
+            path = folder / name
+            path.write_bytes(content)
+            docs = []
+            for item in load_path(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES):
+                if isinstance(item, LoadError):
+                    report.errors.append((_relabel(item.source, folder), item.reason))
+                else:
+                    docs.append(_relabel_document(item, folder, name))
+            path.unlink(missing_ok=True)
+            for at in range(0, len(docs), UPLOAD_BATCH_DOCS):
+                batch = docs[at : at + UPLOAD_BATCH_DOCS]
+                progress(
+                    (number + at / max(1, len(docs))) / total,
+                    f"Indexing {name}: {at + len(batch):,} of {len(docs):,} document(s)",
+                )
+                try:
+                    report.merge(collection.upsert(batch))
+                except BadInputError:
+                    for doc in batch:  # find the bad one(s), keep the rest
+                        try:
+                            report.merge(collection.upsert([doc]))
+                        except BadInputError as exc:
+                            report.errors.append((f"{name} ({doc.id})" if doc.id != name else name, str(exc)))
+                except SemsearchError as exc:
+                    report.errors.append((name, str(exc)))
+                    break
+        progress(1.0, f"Done: {report.summary()}")
+    return report
+
+
+def _relabel(source: str, folder: Path) -> str:
+    prefix = str(folder) + "/"
+    return source[len(prefix):] if source.startswith(prefix) else source
+
+
+def _relabel_document(doc: Any, folder: Path, name: str) -> Any:
+    from retriever.documents import Document
+
+    temp_path = str(folder / name)
+    metadata = dict(doc.metadata)
+    if metadata.get("source") == temp_path:
+        metadata["source"] = name
+    doc_id = name if doc.id == temp_path else doc.id
+    return Document(id=doc_id, text=doc.text, title=doc.title, metadata=metadata)
+
+
+def pasted_document(text: str, title: str = "", doc_id: str = "", metadata_json: str = "") -> dict[str, Any]:
+    """A document dict from the paste form. The id defaults to a hash of the
+    text, so pasting the same text twice does not duplicate it.
+
+    Raises:
+        BadInputError: empty text or metadata that is not a JSON object.
+    """
+    from retriever.errors import BadInputError
+
+    if not text or not text.strip():
+        raise BadInputError("the text is empty; paste the document's text")
+    metadata: Any = {}
+    if metadata_json and metadata_json.strip():
+        try:
+            metadata = json.loads(metadata_json)
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"metadata is not valid JSON: {exc}") from None
+        if not isinstance(metadata, dict):
+            raise BadInputError(f"metadata must be a JSON object, got {type(metadata).__name__}")
+    doc_id = doc_id.strip() or "pasted-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+    return {"id": doc_id, "title": title.strip(), "text": text, "metadata": metadata}

@@ -1,0 +1,355 @@
+"""The HTTP API, run as a real ``semsearch serve`` process on a loopback port and called over HTTP."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from app.cli import main  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "test-key-123"
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata"}
+DOCS = [
+    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 20,
+     "metadata": {"lang": "en", "year": 2021}},
+    {"id": "coffee", "title": "Coffee", "text": "Coffee beans are roasted at high temperature.",
+     "metadata": {"lang": "en", "year": 2019}},
+    {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet.", "metadata": {"lang": "de", "year": 2020}},
+    {"id": "/notes/rivers and seas.md", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
+     "metadata": {"source": "/notes/rivers and seas.md"}},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Api:
+    """A running ``semsearch serve`` and a tiny JSON client for it."""
+
+    def __init__(self, base: str, key: str | None):
+        self.base, self.key = base, key
+
+    def call(self, method: str, path: str, body=None, *, key: str | None = "default", headers=None, raw=None):
+        key = self.key if key == "default" else key
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        head = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=head | (headers or {}))
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def search(self, **body):
+        return self.call("POST", "/search", body)
+
+
+def start_server(collection: Path, tmp: Path, env_key: str | None) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
+    if env_key:
+        env["SEMSEARCH_API_KEY"] = env_key
+    log = open(tmp / f"server-{port}.log", "wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "serve", "-c", str(collection), "--port", str(port)],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited with {proc.returncode}: {(tmp / f'server-{port}.log').read_text()}")
+        try:
+            with urllib.request.urlopen(base + "/health", timeout=2) as response:
+                if response.status == 200:
+                    return proc, base
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("server did not answer /health within 90 s")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_model_dir):
+    from retriever import Collection
+
+    tmp = tmp_path_factory.mktemp("served")
+    path = tmp / "col"
+    with Collection.create(path, tiny_model_dir) as col:
+        col.upsert(DOCS)
+    proc, base = start_server(path, tmp, env_key=KEY)
+    try:
+        yield Api(base, KEY), path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture()
+def api(served) -> Api:
+    return served[0]
+
+
+def test_health_needs_no_key_and_everything_else_does(api):
+    assert api.call("GET", "/health", key=None) == (200, {"status": "ok"})
+    status, body = api.call("GET", "/stats", key=None)
+    assert status == 401 and "API key" in body["detail"]
+    assert api.call("GET", "/stats", key="wrong")[0] == 401
+    assert api.call("POST", "/search", {"query": "tea"}, key=None)[0] == 401
+    status, stats = api.call("GET", "/stats", key=None, headers={"X-API-Key": KEY})
+    assert status == 200
+    status, stats = api.call("GET", "/stats")
+    assert status == 200 and stats["documents"] >= 4 and stats["index"] and stats["model"]
+    assert set(stats) >= {"documents", "chunks", "model", "index", "size_bytes", "updated_at", "search_modes"}
+    status, schema = api.call("GET", "/openapi.json", key=None)
+    assert status == 200 and {"/search", "/embed", "/documents", "/health", "/stats"} <= set(schema["paths"])
+
+
+def test_search_returns_hits_like_the_cli(api):
+    from retriever import Collection
+
+    status, body = api.search(query="roasted coffee", k=3)
+    assert status == 200 and set(body) == {"hits"}
+    hits = body["hits"]
+    assert 1 <= len(hits) <= 3 and all(set(hit) == HIT_KEYS for hit in hits)
+    status, body = api.search(query="coffee", k=10, where={"lang": "de"})
+    assert status == 200 and [hit["id"] for hit in body["hits"]] == ["kaffee"]
+    for mode in Collection.SEARCH_MODES:
+        status, body = api.search(query="tea", k=2, mode=mode)
+        assert status == 200 and body["hits"], mode
+
+
+@pytest.mark.parametrize(
+    "body, status, names",
+    [
+        ({"query": ""}, 422, "query"),
+        ({"query": "   "}, 422, "query"),
+        ({"query": "x" * 2001}, 422, "query"),
+        ({"query": "tea", "k": 0}, 422, "k"),
+        ({"query": "tea", "k": 1001}, 422, "k"),
+        ({"query": "tea", "k": "ten"}, 422, "k"),
+        ({"query": "tea", "mode": "psychic"}, 422, "mode"),
+        ({"query": "tea", "where": ["lang"]}, 422, "where"),
+        ({"query": "tea", "where": {"year": {"$between": [1, 2]}}}, 400, "where"),
+        ({"query": "tea", "limit": 3}, 422, "limit"),
+        ({"k": 3}, 422, "query"),
+    ],
+)
+def test_bad_searches_name_the_problem(api, body, status, names):
+    got, answer = api.search(**body)
+    assert got == status and names in answer["detail"], answer
+
+
+def test_malformed_and_oversized_bodies(api):
+    status, body = api.call("POST", "/search", raw=b'{"query": "tea",')
+    assert status == 422 and "invalid JSON" in body["detail"]
+    status, body = api.call("POST", "/search", raw=b"[1, 2]")
+    assert status == 422 and "body" in body["detail"]
+    assert api.call("GET", "/no/such/route")[0] == 404
+
+
+def test_body_over_the_limit_gets_413_before_it_is_sent(api):
+    """A client that announces 11 MB (and waits, as ``Expect: 100-continue`` asks) gets 413 at once."""
+    url = urllib.parse.urlsplit(api.base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        conn.putrequest("POST", "/documents")
+        for name, value in (("Content-Type", "application/json"), ("Content-Length", str(11 * 1024 * 1024)),
+                            ("Expect", "100-continue"), ("Authorization", f"Bearer {KEY}")):
+            conn.putheader(name, value)
+        conn.endheaders()
+        response = conn.getresponse()
+        assert response.status == 413 and "larger than the limit" in json.loads(response.read())["detail"]
+    finally:
+        conn.close()
+
+
+def test_chunked_body_over_the_limit_gets_413(api):
+    """Without a Content-Length the middleware counts the bytes as they arrive."""
+    url = urllib.parse.urlsplit(api.base)
+
+    def post_chunked(chunks):
+        conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+        try:
+            conn.request("POST", "/search", body=iter(chunks), encode_chunked=True,
+                         headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+            response = conn.getresponse()
+            return response.status, json.loads(response.read())
+        finally:
+            conn.close()
+
+    status, body = post_chunked([b'{"query": ', b'"green tea", "k": 2}'])
+    assert status == 200 and len(body["hits"]) == 2
+    padding = b" " * (1024 * 1024)
+    status, body = post_chunked([b'{"query": "tea"'] + [padding] * 10 + [b"}"])
+    assert status == 413 and "larger than the limit" in body["detail"]
+
+
+def test_embed(api, served, tiny_embedder):
+    status, body = api.call("POST", "/embed", {"texts": ["green tea", "rivers"]})
+    assert status == 200 and body["dim"] == len(body["embeddings"][0]) and len(body["embeddings"]) == 2
+    vectors = np.array(body["embeddings"], dtype=np.float32)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert np.allclose(vectors, tiny_embedder.embed(["green tea", "rivers"]), atol=1e-5)  # same model, same path
+
+    long_text = "tea " * 500
+    status, body = api.call("POST", "/embed", {"texts": ["ok", long_text]})
+    assert status == 400 and "texts[1]" in body["detail"] and "truncate" in body["detail"]
+    status, body = api.call("POST", "/embed", {"texts": ["ok", long_text], "truncate": True})
+    assert status == 200 and body["truncated"] == [1]
+
+    assert api.call("POST", "/embed", {"texts": []})[0] == 422
+    status, body = api.call("POST", "/embed", {"texts": ["x"] * 257})
+    assert status == 422 and "texts" in body["detail"]
+    status, body = api.call("POST", "/embed", {"texts": ["x", "y" * 100_001]})
+    assert status == 422 and "texts[1]" in body["detail"]
+    status, body = api.call("POST", "/embed", {"texts": ["x", 3]})
+    assert status == 422 and "texts[1]" in body["detail"]
+
+
+def test_documents_add_get_upsert_delete(api):
+    doc_id = "/papers/volcanoes & lava.txt"
+    path = "/documents/" + urllib.parse.quote(doc_id, safe="")
+    doc = {"id": doc_id, "title": "Volcanoes", "text": "Volcanic eruptions pour lava.", "metadata": {"lang": "en"}}
+    status, body = api.call("POST", "/documents", {"documents": [doc]})
+    assert status == 200 and body["added"] == [doc_id] and body["chunks"] >= 1
+    status, body = api.call("GET", path)
+    assert status == 200 and body == {k: doc[k] for k in ("id", "title", "text", "metadata")}
+    assert api.call("POST", "/documents", {"documents": [doc]})[1]["unchanged"] == [doc_id]
+    status, body = api.call("POST", "/documents", {"documents": [doc], "upsert": False})
+    assert status == 409 and doc_id in body["detail"]
+    changed = doc | {"text": "Lava cools into basalt."}
+    assert api.call("POST", "/documents", {"documents": [changed]})[1]["updated"] == [doc_id]
+    _, found = api.search(query="lava basalt", k=10, where={"lang": "en"})
+    assert doc_id in [hit["id"] for hit in found["hits"]]
+
+    assert api.call("DELETE", path) == (200, {"deleted": doc_id})
+    status, body = api.call("GET", path)
+    assert status == 404 and "not found" in body["detail"]
+    assert api.call("DELETE", path)[0] == 404
+    _, found = api.search(query="lava basalt", k=10)
+    assert doc_id not in [hit["id"] for hit in found["hits"]]
+
+
+@pytest.mark.parametrize(
+    "body, names",
+    [
+        ({"documents": []}, "documents"),
+        ({"documents": [{"id": "a"}]}, "documents[0].text"),
+        ({"documents": [{"id": "", "text": "x"}]}, "documents[0].id"),
+        ({"documents": [{"id": "a", "text": "x", "lang": "en"}]}, "documents[0].lang"),
+        ({"documents": [{"id": "a", "text": "x", "metadata": [1]}]}, "documents[0].metadata"),
+        ({"documents": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, "appears more than once"),
+        ({"documents": [{"id": f"d{i}", "text": "x"} for i in range(1001)]}, "documents"),
+    ],
+)
+def test_bad_documents_name_the_problem(api, body, names):
+    status, answer = api.call("POST", "/documents", body)
+    assert status == 422 and names in answer["detail"], answer
+
+
+def test_searches_keep_answering_while_a_batch_job_writes(api, served, tmp_path, tiny_embedder):
+    """The batch job runs in this process (another one than the server), commit after commit."""
+    import threading
+
+    from indexer.job import index_paths
+    from retriever import Collection
+
+    _, path = served
+    corpus = tmp_path / "late.jsonl"
+    corpus.write_text(
+        "".join(json.dumps({"id": f"late-{i}", "title": f"Late {i}", "text": f"Late document number {i} about tea.",
+                            "batch": "late"}) + "\n" for i in range(60)),
+        encoding="utf-8",
+    )
+    reports = []
+
+    def job():
+        with Collection.open(path, tiny_embedder) as col:
+            reports.append(index_paths(col, [corpus], batch_docs=4, progress=False))
+
+    writer = threading.Thread(target=job)
+    writer.start()
+    statuses, counts = [], []
+    while writer.is_alive():
+        status, body = api.search(query="tea", k=100, where={"batch": "late"})
+        statuses.append(status)
+        counts.append(len(body.get("hits", [])))
+    writer.join()
+    assert reports and len(reports[0].written.added) == 60 and not reports[0].skipped
+    assert statuses and set(statuses) == {200}
+    assert counts == sorted(counts)  # each answer shows the last commit: never fewer than before
+    _, body = api.search(query="tea", k=200, where={"batch": "late"})
+    assert len(body["hits"]) == 60  # every commit of the job is visible, no restart
+
+
+def test_serve_refuses_public_address_without_key(monkeypatch, capsys, served):
+    _, path = served
+    monkeypatch.delenv("SEMSEARCH_API_KEY", raising=False)
+    assert main(["serve", "-c", str(path), "--host", "0.0.0.0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "refusing to listen on 0.0.0.0 without an API key" in err
+    assert main(["serve", "-c", str(path.parent / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert main(["serve", "-c", str(path), "--port", str(taken.getsockname()[1])]) == 1
+        assert "cannot listen" in capsys.readouterr().err
+    assert main(["ui", "-c", str(path / "manifest.json")]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+def test_without_a_key_every_route_is_open_and_parallel_searches_agree(tmp_path, tiny_model_dir):
+    """``create_app`` on uvicorn in a thread of this process, still called over HTTP."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import uvicorn
+
+    from app.server import create_app
+    from retriever import Collection
+
+    with Collection.create(tmp_path / "col", tiny_model_dir) as col:
+        col.upsert(DOCS)
+    server = uvicorn.Server(uvicorn.Config(create_app(tmp_path / "col"), host="127.0.0.1", port=free_port(),
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "in-thread server did not start"
+            time.sleep(0.05)
+        api = Api(f"http://127.0.0.1:{server.config.port}", key=None)
+        assert api.call("GET", "/stats")[0] == 200
+        expected = api.search(query="roasted coffee", k=4)[1]["hits"]
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda _: api.search(query="roasted coffee", k=4), range(32)))
+        assert all(status == 200 and body["hits"] == expected for status, body in answers)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)

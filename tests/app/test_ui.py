@@ -1,0 +1,286 @@
+"""The Streamlit UI, driven in-process by Streamlit's AppTest, and its helpers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from app import ui_support as sup  # noqa: E402
+
+UI = Path(__file__).resolve().parents[2] / "app" / "ui.py"
+TIMEOUT = 120  # the first run loads the model
+
+DOCS = [
+    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 40,
+     "metadata": {"lang": "en", "year": 2021, "reviewed": True}},
+    {"id": "coffee", "title": "Coffee <b>roasting</b> & $maths$",
+     "text": "Coffee beans are roasted at high temperature. <script>alert(1)</script> *not bold*",
+     "metadata": {"lang": "en", "year": 2019, "reviewed": False}},
+    {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet, heiß und stark.",
+     "metadata": {"lang": "de", "year": 2020, "reviewed": True}},
+    {"id": "rivers", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
+     "metadata": {"lang": "en", "year": 2018}},
+]
+
+
+@pytest.fixture()
+def collection(tmp_path, tiny_embedder) -> Path:
+    from retriever import Collection
+
+    path = tmp_path / "col"
+    with Collection.create(path, tiny_embedder) as col:
+        col.upsert(DOCS)
+    return path
+
+
+def app(monkeypatch, root: Path, **query) -> AppTest:
+    monkeypatch.setenv("SEMSEARCH_UI_COLLECTION", str(root))
+    at = AppTest.from_file(str(UI), default_timeout=TIMEOUT)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def html_of(at: AppTest) -> str:
+    return "\n".join(str(element.value) for element in at.get("html"))
+
+
+def cards(at: AppTest) -> list[str]:
+    return [str(e.value) for e in at.get("html") if 'class="ss-card-head"' in str(e.value)]
+
+
+def no_failure(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_query_in_url_shows_result_cards(monkeypatch, collection):
+    at = app(monkeypatch, collection, q="green tea")
+    no_failure(at)
+    assert at.text_input(key="q").value == "green tea"
+    found = cards(at)
+    assert len(found) == 4
+    page = html_of(at)
+    assert "Green tea" in page and "<mark>" in page and "4 results" in page and " ms" in page
+    # titles and passages are escaped: no markup from documents reaches the page
+    assert "Coffee &lt;b&gt;roasting&lt;/b&gt; &amp; $maths$" in page
+    assert "<script>" not in page and "&lt;script&gt;" in page
+    # stats in the sidebar
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Documents"] == "4" and int(metrics["Chunks"]) >= 4
+    assert "IDMap2,Flat" in page
+
+
+def test_k_mode_and_filters(monkeypatch, collection):
+    from retriever import Collection
+
+    at = app(monkeypatch, collection, q="coffee", k="2")
+    no_failure(at)
+    assert at.slider(key="k").value == 2 and len(cards(at)) == 2
+    assert at.selectbox(key="mode").options == list(Collection.SEARCH_MODES)
+    at.slider(key="k").set_value(10)
+    at.multiselect(key="f:col:lang").set_value(["de"]).run()
+    no_failure(at)
+    assert len(cards(at)) == 1 and "Kaffee" in cards(at)[0] and "filtered" in html_of(at)
+
+    at.multiselect(key="f:col:lang").set_value([])
+    at.number_input(key="f:col:year:lo").set_value(2019)
+    at.number_input(key="f:col:year:hi").set_value(2020).run()
+    assert sorted("Kaffee" in c for c in cards(at)) == [False, True] and len(cards(at)) == 2
+
+    at.selectbox(key="f:col:reviewed").set_value("no").run()
+    assert len(cards(at)) == 1 and "Coffee" in cards(at)[0]
+
+    at.text_area(key="where").set_value('{"lang": "de"}').run()  # ANDed with the widgets: nothing left
+    no_failure(at)
+    assert not cards(at) and any("No documents match" in i.value for i in at.info)
+
+    at.button[-1].click().run()  # Clear filters
+    assert at.text_area(key="where").value == "" and len(cards(at)) == 4
+
+
+def test_bad_filter_and_failures_are_messages(monkeypatch, collection):
+    at = app(monkeypatch, collection, q="tea", where="{not json")
+    assert not at.exception
+    assert any("not valid JSON" in w.value for w in at.warning) and not cards(at)
+
+    at.text_area(key="where").set_value('{"year": {"$between": [1, 2]}}').run()
+    assert not at.exception
+    assert any("could not run" in w.value and r"\$between" in w.value for w in at.warning)  # no LaTeX
+
+    from retriever import Collection, SemsearchError
+
+    def broken(*_args, **_kwargs):
+        raise SemsearchError("the index is on fire")
+
+    monkeypatch.setattr(Collection, "search", broken)
+    at.text_area(key="where").set_value("").run()
+    assert not at.exception
+    assert any("the index is on fire" in e.value for e in at.error)
+
+
+def test_empty_states(monkeypatch, tmp_path, tiny_embedder, collection):
+    from retriever import Collection
+
+    Collection.create(tmp_path / "empty", tiny_embedder).close()
+    at = app(monkeypatch, tmp_path / "empty", q="anything")
+    assert not at.exception and any("collection is empty" in i.value for i in at.info)
+
+    at = app(monkeypatch, collection, q="tea", doc="no-such-id")
+    assert not at.exception and any("no document with id" in w.value for w in at.warning)
+
+    (tmp_path / "stuff").mkdir()
+    (tmp_path / "stuff" / "notes.txt").write_text("not a collection")
+    at = app(monkeypatch, tmp_path / "stuff")
+    assert not at.exception and any("holds no collection" in i.value for i in at.info)
+
+    at = app(monkeypatch, tmp_path / "new")
+    assert not at.exception and any("no collection at" in i.value for i in at.info)
+    assert any(b.label == "Create the collection" for b in at.button)
+
+
+def test_document_view_highlights_the_chunk(monkeypatch, collection):
+    at = app(monkeypatch, collection, q="green tea", k="1")
+    no_failure(at)
+    at.button(key="view-1").click().run()
+    no_failure(at)
+    assert at.query_params["doc"] == "tea"
+    page = html_of(at)
+    assert '<mark id="match">' in page and "ss-doc" in page and "characters" in page
+    assert not cards(at)
+    at.button[0].click().run()  # Back to results
+    assert "doc" not in at.query_params and len(cards(at)) == 1
+
+
+def test_add_pasted_document_is_found(monkeypatch, collection):
+    at = app(monkeypatch, collection, q="volcanic eruptions lava")
+    at.text_input(key="paste-title").set_value("Volcanoes")
+    at.text_input(key="paste-id").set_value("volcano-1")
+    at.text_area(key="paste-text").set_value("Volcanic eruptions pour lava over the island.")
+    at.text_area(key="paste-meta").set_value('{"lang": "en", "year": 2024}')
+    at.button(key="FormSubmitter:paste-Add document").click().run()
+    no_failure(at)
+    assert any("1 added" in s.value for s in at.success)
+    assert at.text_area(key="paste-text").value == ""  # the form is emptied after success
+    assert {m.label: m.value for m in at.metric}["Documents"] == "5"
+    assert any("Volcanoes" in c for c in cards(at))
+
+    at.text_area(key="paste-text").set_value("x")
+    at.text_area(key="paste-meta").set_value("[1, 2]")
+    at.button(key="FormSubmitter:paste-Add document").click().run()
+    assert not at.exception
+    assert any("Nothing was added" in e.value for e in at.error)
+    assert "metadata must be a JSON object" in str(at.dataframe[0].value)
+    assert at.text_area(key="paste-text").value == "x"  # kept for the user to fix
+
+
+def test_upload_files_with_progress_and_per_file_errors(monkeypatch, collection):
+    at = app(monkeypatch, collection)
+    records = "\n".join([
+        json.dumps({"id": "r1", "title": "Glaciers", "text": "Glaciers carve valleys.", "topic": "ice"}),
+        "{broken",
+        json.dumps({"id": "r2", "title": "Deserts", "text": "Deserts receive little rain.", "topic": "sand"}),
+    ])
+    at.file_uploader[0].set_value([
+        ("orchids.txt", b"Orchids grow on trees in rain forests.", "text/plain"),
+        ("records.jsonl", records.encode(), "application/octet-stream"),
+        ("broken.pdf", b"%PDF-1.4 this is not really a pdf", "application/pdf"),
+    ]).run()
+    at.button(key="index-files").click().run()
+    assert not at.exception and not at.error
+    assert any("3 added" in s.value for s in at.success)
+    assert any("2 problems, skipped" in w.value for w in at.warning)
+    problems = at.dataframe[0].value
+    sources = list(problems["File or record"])
+    assert "broken.pdf" in sources and "records.jsonl:2" in sources
+    assert {m.label: m.value for m in at.metric}["Documents"] == "7"
+
+    from retriever import Collection
+
+    with Collection.open(collection) as col:
+        doc = col.get("orchids.txt")
+        assert doc is not None and doc.metadata["source"] == "orchids.txt"
+        assert col.get("r1").metadata["topic"] == "ice"
+
+
+def test_sees_writes_from_other_processes_without_restart(monkeypatch, collection):
+    from retriever import Collection
+
+    at = app(monkeypatch, collection, q="penguins in antarctica")
+    assert not any("Penguins" in c for c in cards(at))
+    with Collection.open(collection) as other:  # another writer, e.g. a batch job
+        other.upsert([{"id": "p", "title": "Penguins", "text": "Penguins live in Antarctica."}])
+    at.run()
+    assert any("Penguins" in c for c in cards(at))
+    assert {m.label: m.value for m in at.metric}["Documents"] == "5"
+
+
+def test_collection_picker(monkeypatch, tmp_path, tiny_embedder):
+    from retriever import Collection
+
+    for name, title in (("alpha", "Alpha doc"), ("beta", "Beta doc")):
+        with Collection.create(tmp_path / "root" / name, tiny_embedder) as col:
+            col.upsert([{"id": name, "title": title, "text": f"{title} text about {name}."}])
+    (tmp_path / "root" / "not-a-collection").mkdir()
+    at = app(monkeypatch, tmp_path / "root", q="doc", c="beta")
+    no_failure(at)
+    assert at.selectbox(key="c").options == ["alpha", "beta"] and at.selectbox(key="c").value == "beta"
+    assert any("Beta doc" in c for c in cards(at)) and not any("Alpha doc" in c for c in cards(at))
+    at.selectbox(key="c").set_value("alpha").run()
+    assert any("Alpha doc" in c for c in cards(at))
+
+
+# -- helpers -----------------------------------------------------------------------
+def test_passage_html_escapes_and_marks_with_context():
+    text = "a" * 500 + " <b>chunk</b> & more " + "z " * 400
+    start = text.index("<b>")
+    end = start + len("<b>chunk</b>")
+    out = sup.passage_html(text, start, end, context=50)
+    assert out.startswith("… ") and out.endswith(" …")
+    assert "<mark>&lt;b&gt;chunk&lt;/b&gt;</mark>" in out and "<b>" not in out
+    assert len(out) < 250
+    assert sup.passage_html("short", 0, 5) == "<mark>short</mark>"
+
+
+def test_document_html_windows_long_text_and_says_so():
+    text = "x" * 1000
+    body, note = sup.document_html(text, 900, 950, limit=200)
+    assert '<mark id="match">' in body and "Showing characters 800–1,000 of 1,000" in note
+    body, note = sup.document_html("<p>hi</p>", None, None)
+    assert body == "&lt;p&gt;hi&lt;/p&gt;" and note == ""
+
+
+def test_filter_fields_and_clauses():
+    specs = {s.name: s for s in sup.filter_fields({
+        "lang": ["en", "de"], "year": [2020, 2019.5], "ok": [True], "tags": [], "encoding": ["utf-8"],
+        "path": [f"p{i}" for i in range(20)],
+    })}
+    assert set(specs) == {"lang", "year", "ok", "path"}
+    assert specs["lang"].kind == "choice" and specs["lang"].options == ("de", "en")
+    assert specs["year"].kind == "number" and (specs["year"].low, specs["year"].high) == (2019.5, 2020)
+    assert specs["ok"].kind == "bool" and specs["path"].kind == "text"
+    assert sup.field_clause(specs["lang"], ["en"]) == {"lang": "en"}
+    assert sup.field_clause(specs["lang"], ["en", "de"]) == {"lang": {"$in": ["en", "de"]}}
+    assert sup.field_clause(specs["year"], (2000, None)) == {"year": {"$gte": 2000}}
+    assert sup.field_clause(specs["ok"], "no") == {"ok": False}
+    assert sup.field_clause(specs["path"], "p1, 7") == {"path": {"$in": ["p1", 7]}}
+    assert sup.build_where([None, {"a": 1}], {"b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
+    assert sup.build_where([None], None) is None
+
+
+def test_find_collections(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "manifest.json").write_text("{}")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "manifest.json").write_text("{}")
+    (tmp_path / "c").mkdir()
+    assert [p.name for p in sup.find_collections(tmp_path)] == ["a", "b"]
+    assert sup.find_collections(tmp_path / "a") == [tmp_path / "a"]
+    assert sup.find_collections(tmp_path / "missing") == []
+    assert sup.safe_file_name("../../etc/passwd") == "passwd"
+    assert sup.safe_file_name("C:\\x\\my notes.txt") == "my notes.txt"
