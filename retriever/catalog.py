@@ -129,6 +129,15 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def _apply_metadata(conn, updates: Sequence[tuple[str, dict, str]], now: float) -> None:
+    for doc_id, meta, content_hash in updates:
+        conn.execute(
+            update(documents)
+            .where(documents.c.id == doc_id)
+            .values(meta=meta, content_hash=content_hash, updated_at=now)
+        )
+
+
 def _chunked(items: Sequence, size: int = _BATCH) -> Iterator[Sequence]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
@@ -184,8 +193,9 @@ class Catalog:
         remove_doc_ids: Iterable[str],
         writes: Sequence[DocumentWrite],
         next_chunk_id: int,
+        metadata_updates: Sequence[tuple[str, dict, str]] = (),
     ) -> int:
-        """Apply removals and writes and bump the generation, in one transaction.
+        """Apply removals, writes and metadata updates and bump the generation, in one transaction.
 
         Returns:
             The new generation.
@@ -208,6 +218,7 @@ class Catalog:
             for part in _chunked(remove):
                 conn.execute(delete(chunks).where(chunks.c.doc_id.in_(part)))
                 conn.execute(delete(documents).where(documents.c.id.in_(part)))
+            _apply_metadata(conn, metadata_updates, now)
             if writes:
                 conn.execute(
                     insert(documents),
@@ -233,6 +244,15 @@ class Catalog:
                     ],
                 )
         return new_generation
+
+    def update_metadata(self, updates: Sequence[tuple[str, dict, str]]) -> None:
+        """Replace ``(id, metadata, content_hash)`` of documents whose title and text are
+        unchanged, in one transaction; vectors and BM25 stay as they are, so the
+        generation does not move."""
+        now = time.time()
+        with self.engine.begin() as conn:
+            _apply_metadata(conn, updates, now)
+            conn.execute(update(state).where(state.c.id == 1).values(updated_at=now))
 
     # -- reads ------------------------------------------------------------
     def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:

@@ -461,7 +461,8 @@ class Collection:
         """Insert or replace documents, in one atomic commit.
 
         Unchanged documents (same content hash) cost nothing; changed ones
-        have their old chunks replaced.
+        have their old chunks replaced; a change of metadata alone re-embeds
+        nothing.
         """
         docs = _coerce_batch(documents)
         report = WriteReport()
@@ -478,7 +479,11 @@ class Collection:
                     continue
                 (report.updated if old else report.added).append(doc.id)
                 changed.append((doc, digest))
+            metadata_only = self._same_text(changed)
+            changed = [(doc, digest) for doc, digest in changed if doc.id not in metadata_only]
             if not changed:
+                if metadata_only:
+                    self.catalog.update_metadata(list(metadata_only.values()))
                 return report
             splits = [self.chunker.split(doc) for doc, _ in changed]
             texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
@@ -500,10 +505,12 @@ class Collection:
                         [(c.start, c.end) for c in chunk_list],
                     )
                 )
-            replaced = report.updated
+            replaced = [doc_id for doc_id in report.updated if doc_id not in metadata_only]
             stale = self.catalog.chunk_ids_of(replaced) if replaced else np.zeros(0, np.int64)
             new_ids = np.arange(state.next_chunk_id, next_id, dtype=np.int64)
-            self._commit(state.generation, stale, new_ids, vectors, replaced, writes, next_id)
+            self._commit(
+                state.generation, stale, new_ids, vectors, replaced, writes, next_id, list(metadata_only.values())
+            )
             report.chunks = len(texts)
         return report
 
@@ -524,7 +531,22 @@ class Collection:
             report.deleted = present
         return report
 
-    def _commit(self, generation, stale_ids, new_ids, vectors, remove_doc_ids, writes, next_chunk_id) -> None:
+    def _same_text(self, changed: list[tuple[Document, str]]) -> dict[str, tuple[str, dict, str]]:
+        """Changed documents whose title and text are stored as is: only their metadata moved.
+
+        Returns:
+            ``{id: (id, metadata, content_hash)}`` for those documents.
+        """
+        stored = self.catalog.documents([doc.id for doc, _ in changed])
+        return {
+            doc.id: (doc.id, doc.metadata, digest)
+            for doc, digest in changed
+            if doc.id in stored and stored[doc.id].title == doc.title and stored[doc.id].text == doc.text
+        }
+
+    def _commit(
+        self, generation, stale_ids, new_ids, vectors, remove_doc_ids, writes, next_chunk_id, metadata_updates=()
+    ) -> None:
         """Publish generation + 1: vector and BM25 files first, then the catalog transaction."""
         current = self._load(generation)
         index = current.vectors
@@ -539,7 +561,7 @@ class Collection:
         try:
             vector_index.write_generation(self.root, generation + 1, index)
             bm25.save(new_files[1])
-            new_generation = self.catalog.commit(generation, remove_doc_ids, writes, next_chunk_id)
+            new_generation = self.catalog.commit(generation, remove_doc_ids, writes, next_chunk_id, metadata_updates)
         except BaseException:
             for path in new_files:
                 path.unlink(missing_ok=True)

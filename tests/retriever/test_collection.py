@@ -545,3 +545,25 @@ def test_collection_is_usable_after_a_rejected_batch(col):
 def test_collection_embed_uses_the_collection_model(col, tiny_embedder):
     np.testing.assert_allclose(col.embed(["tea", "rivers"]), tiny_embedder.embed(["tea", "rivers"]), atol=1e-6)
     assert isinstance(col.embedder, Embedder)
+
+
+def test_metadata_only_change_reembeds_nothing(col):
+    col.add([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "en"}},
+             {"id": "b", "text": "coffee beans are roasted", "metadata": {"lang": "en"}}])
+    generation = col.catalog.state().generation
+    chunks_before = sorted(col.catalog.all_chunk_ids().tolist())
+    report = col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}])
+    assert (report.updated, report.chunks) == (["a"], 0)
+    assert col.catalog.state().generation == generation
+    assert sorted(col.catalog.all_chunk_ids().tolist()) == chunks_before
+    assert col.get("a").metadata == {"lang": "de"}
+    assert [h.id for h in col.search("tea", k=5, where={"lang": "de"})] == ["a"]
+    assert col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}]).unchanged == ["a"]
+    # mixed batch: one metadata-only change and one text change commit together
+    report = col.upsert([
+        {"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "fr"}},
+        {"id": "b", "text": "coffee beans are roasted slowly", "metadata": {"lang": "en"}},
+    ])
+    assert sorted(report.updated) == ["a", "b"] and report.chunks == 1
+    assert col.get("a").metadata == {"lang": "fr"} and col.get("b").text.endswith("slowly")
+    assert_consistent(col)
