@@ -1,4 +1,4 @@
-"""The ``semsearch`` command: index, search, delete and inspect collections.
+"""The ``semsearch`` command: index, search, delete and inspect collections; train models.
 
 Exit status: 0 on success, 2 for bad usage or bad input (including files
 skipped while indexing), 1 for any other failure. Errors are one line on
@@ -92,15 +92,60 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
                    "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
+    p = sub.add_parser("train", help="train a tokenizer or pretrain a BERT encoder")
+    train = p.add_subparsers(dest="train_command", metavar="STEP", parser_class=_Parser)
+    train.required = True
+
+    t = train.add_parser("tokenizer", help="train a WordPiece tokenizer on text files")
+    t.add_argument("paths", nargs="+", metavar="PATH", help="text files, or directories walked for *.txt")
+    t.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the tokenizer")
+    t.add_argument("--vocab-size", type=int, default=30522, metavar="N", help="vocabulary size (default 30522)")
+    case = t.add_mutually_exclusive_group()
+    case.add_argument("--lowercase", dest="lowercase", action="store_true", default=True,
+                      help="lowercase and strip accents (default)")
+    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case and accents")
+    t.add_argument("--min-frequency", type=int, default=2, metavar="N", help="fewest occurrences of a merge (default 2)")
+
+    t = train.add_parser("pretrain", help="masked-LM pretraining of a BERT encoder")
+    t.add_argument("--text", nargs="+", required=True, metavar="PATH", help="text files, or directories walked for *.txt")
+    source = t.add_mutually_exclusive_group(required=True)
+    source.add_argument("--tokenizer", metavar="DIR", help="tokenizer of a new model (see 'semsearch train tokenizer')")
+    source.add_argument("--from", dest="from_model", metavar="MODEL", help="model directory to continue pretraining (its tokenizer is used)")
+    t.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (final model, log.jsonl, checkpoints/)")
+    t.add_argument("--layers", type=int, default=12, metavar="L", help="transformer layers of a new model (default 12)")
+    t.add_argument("--hidden", type=int, default=768, metavar="H", help="hidden size of a new model (default 768)")
+    t.add_argument("--heads", type=int, default=12, metavar="A", help="attention heads of a new model (default 12)")
+    t.add_argument("--intermediate", type=int, metavar="I", help="feed-forward size of a new model (default 4 x hidden)")
+    t.add_argument("--max-len", type=int, default=128, metavar="N", help="tokens per sequence (default 128)")
+    t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: one pass over the text)")
+    t.add_argument("--max-minutes", type=float, metavar="M", help="stop cleanly, and save, after M minutes")
+    t.add_argument("--batch-size", type=int, default=32, metavar="B", help="sequences per micro-batch (default 32)")
+    t.add_argument("--grad-accum", type=int, default=1, metavar="G", help="micro-batches per optimizer step (default 1)")
+    t.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
+    t.add_argument("--warmup-ratio", type=float, default=0.06, help="share of steps warming up (default 0.06)")
+    t.add_argument("--eval-fraction", type=float, default=0.02, help="last share of sequences held out (default 0.02)")
+    t.add_argument("--eval-every", type=int, default=500, metavar="N", help="held-out evaluation every N steps (default 500)")
+    t.add_argument("--save-every", type=int, default=1000, metavar="N", help="checkpoint every N steps (default 1000)")
+    t.add_argument("--seed", type=int, default=0, help="seed for initialisation, data order and masks (default 0)")
+    t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in DIR")
+    t.add_argument("--nsp", action="store_true", help="add next-sentence prediction (BertForPreTraining)")
+    t.add_argument("--json", action="store_true", help="print the summary as JSON")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    p = sub.add_parser("fill", help="show a masked-LM model's top tokens for each [MASK] in a text")
+    p.add_argument("text", metavar="TEXT", help="text with one or more [MASK] tokens")
+    p.add_argument("--model", required=True, metavar="DIR", help="model directory (e.g. from 'semsearch train pretrain')")
+    p.add_argument("-k", type=int, default=5, metavar="N", help="tokens per mask (default 5)")
+    p.add_argument("--json", action="store_true", help="print a JSON list (one list of [token, probability] per mask)")
     return parser
 
 
 def search_mode_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mode", choices=("dense", "bm25", "hybrid"), default="hybrid",
                         help="dense embeddings, bm25 keywords, or hybrid: both fused (default)")
-    parser.add_argument("--fusion", choices=("rrf", "convex"), default="rrf",
-                        help="hybrid fusion: reciprocal-rank (default) or convex combination")
-    parser.add_argument("--alpha", type=float, default=0.5, help="dense weight for --fusion convex (default 0.5)")
+    parser.add_argument("--fusion", choices=("convex", "rrf"), default="convex",
+                        help="hybrid fusion: convex combination of normalised scores (default) or reciprocal-rank")
+    parser.add_argument("--alpha", type=float, default=0.6, help="dense weight for --fusion convex (default 0.6)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -330,6 +375,58 @@ def _check_listen(host: str, port: int) -> None:
             raise SemsearchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def cmd_train(args) -> int:
+    return TRAIN_COMMANDS[args.train_command](args)
+
+
+def cmd_train_tokenizer(args) -> int:
+    from training.tokenizer import train_tokenizer
+
+    output = train_tokenizer(args.paths, args.output, vocab_size=args.vocab_size,
+                             lowercase=args.lowercase, min_frequency=args.min_frequency)
+    print(f"semsearch: tokenizer saved to {output}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_train_pretrain(args) -> int:
+    from training.pretrain import PretrainConfig, pretrain
+
+    config = PretrainConfig(
+        text=args.text, output_dir=args.output, tokenizer=args.tokenizer, from_model=args.from_model,
+        layers=args.layers, hidden=args.hidden, heads=args.heads, intermediate=args.intermediate,
+        max_len=args.max_len, max_steps=args.max_steps, max_minutes=args.max_minutes,
+        batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup_ratio=args.warmup_ratio,
+        eval_fraction=args.eval_fraction, eval_every=args.eval_every, save_every=args.save_every,
+        nsp=args.nsp, resume=args.resume, seed=args.seed,
+    )
+    summary = pretrain(config, progress=not args.quiet and not args.json)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        figures = ", ".join(f"{key} {value:.4g}" for key, value in summary.items()
+                            if isinstance(value, float) and key != "seconds")
+        print(f"semsearch: step {summary['step']}{', ' + figures if figures else ''}; "
+              f"model saved to {summary['output_dir']}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_fill(args) -> int:
+    from training.fill import fill_mask
+
+    guesses = fill_mask(args.text, args.model, k=args.k)
+    if args.json:
+        print(json.dumps([[[token, round(p, 6)] for token, p in mask] for mask in guesses], ensure_ascii=False))
+        return EXIT_OK
+    for number, mask in enumerate(guesses, 1):
+        print(f"[MASK] {number}: " + "  ".join(f"{token} {p:.3f}" for token, p in mask))
+    return EXIT_OK
+
+
+TRAIN_COMMANDS = {
+    "tokenizer": cmd_train_tokenizer,
+    "pretrain": cmd_train_pretrain,
+}
+
 COMMANDS = {
     "index": cmd_index,
     "search": cmd_search,
@@ -338,6 +435,8 @@ COMMANDS = {
     "info": cmd_info,
     "ui": cmd_ui,
     "serve": cmd_serve,
+    "train": cmd_train,
+    "fill": cmd_fill,
 }
 
 

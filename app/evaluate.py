@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
+import warnings
 from pathlib import Path
 
 from indexer.job import index_paths
 from retriever.collection import DEFAULT_MODE, Collection
-from retriever.embedder import Embedder
+from retriever.embedder import Embedder, InputTooLongWarning
 from retriever.evaluation import DEPTH, METRICS, evaluate_run, load_beir, run_queries
-from retriever.fusion import DEFAULT_ALPHA
+from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 from retriever.manifest import MANIFEST
 
 EVAL_ROOT = Path("~/.cache/semsearch/eval").expanduser()
@@ -29,7 +31,7 @@ def evaluate(
     mode: str = DEFAULT_MODE,
     model: str | None = None,
     collection_dir: str | Path | None = None,
-    fusion: str = "rrf",
+    fusion: str = DEFAULT_FUSION,
     alpha: float = DEFAULT_ALPHA,
     progress: bool = True,
 ) -> dict:
@@ -52,11 +54,20 @@ def evaluate(
         collection = Collection.open(collection_dir, model)
     with collection:
         index_paths(collection, [dataset.root], prune=True, progress=progress)
-        run = run_queries(
-            lambda text: [hit.id for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha)],
-            dataset.queries,
-            progress=progress,
-        )
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", InputTooLongWarning)
+            run = run_queries(
+                lambda text: [hit.id for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha)],
+                dataset.queries,
+                progress=progress,
+            )
+        long_queries = sum(issubclass(w.category, InputTooLongWarning) for w in caught)
+        if long_queries:
+            print(
+                f"semsearch: note: {long_queries} of {len(dataset.queries)} queries are longer than the model's "
+                "window; the dense side embedded only their first window",
+                file=sys.stderr,
+            )
         model_name = collection.manifest.model["name"]
     scores = evaluate_run(run, dataset.qrels)
     return {

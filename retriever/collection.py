@@ -35,7 +35,7 @@ from retriever.catalog import Catalog, DocumentWrite
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
-from retriever.fusion import DEFAULT_ALPHA, FUSIONS, fuse
+from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS, fuse
 from retriever.errors import (
     BadInputError,
     CollectionLockedError,
@@ -271,7 +271,7 @@ class Collection:
         where: dict[str, Any] | None = None,
         mode: str = DEFAULT_MODE,
         *,
-        fusion: str = "rrf",
+        fusion: str = DEFAULT_FUSION,
         alpha: float = DEFAULT_ALPHA,
     ) -> list[Hit]:
         """The ``k`` documents that best match ``query``.
@@ -285,9 +285,9 @@ class Collection:
             mode: ``"dense"`` (embedding similarity of the best chunk),
                 ``"bm25"`` (keywords over the whole document) or ``"hybrid"``
                 (both, fused; the default).
-            fusion: For hybrid: ``"rrf"`` (reciprocal-rank fusion, default) or
-                ``"convex"`` (normalised scores mixed by ``alpha``).
-            alpha: Weight of the dense side in the convex combination (default 0.5).
+            fusion: For hybrid: ``"convex"`` (min-max-normalised scores mixed
+                by ``alpha``, default) or ``"rrf"`` (reciprocal-rank fusion).
+            alpha: Weight of the dense side in the convex combination (default 0.6).
 
         Returns:
             Hits by descending score, one per document, each showing its best

@@ -1,10 +1,16 @@
 """Fusing a dense and a BM25 ranking into one, at document level.
 
-Reciprocal-rank fusion (default) needs no score calibration:
+The convex combination (default) min-max normalises each ranking's scores to
+[0, 1] and mixes them as ``alpha * dense + (1 - alpha) * bm25``, with
+``alpha = 0.6``; a document absent from one ranking gets 0 there.
+Reciprocal-rank fusion needs no score calibration:
 ``score(d) = sum over rankings of 1 / (rrf_k + rank(d))``, ranks from 1.
-The convex combination min-max normalises each ranking's scores to [0, 1]
-and mixes them as ``alpha * dense + (1 - alpha) * bm25``; a document absent
-from one ranking gets 0 there.
+
+The default was chosen on five visible collections (SciFact, CISI,
+Cranfield, MEDLINE, TIME; see benchmarks/quality.yaml): the convex
+combination with alpha 0.6 matched or beat RRF on each, and beat the better
+single side by at least 0.01 nDCG@10 everywhere, where RRF fell short on
+MEDLINE, whose dense side is far stronger than its BM25.
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ from retriever.errors import BadInputError
 
 FUSIONS = ("rrf", "convex")
 DEFAULT_RRF_K = 60
-DEFAULT_ALPHA = 0.5
+DEFAULT_FUSION = "convex"
+DEFAULT_ALPHA = 0.6
 
 Ranking = Sequence[tuple[str, float]]  # (doc_id, score), best first
 
@@ -40,7 +47,7 @@ def convex_combination(dense: Ranking, sparse: Ranking, alpha: float = DEFAULT_A
     return sorted(fused.items(), key=lambda item: -item[1])
 
 
-def fuse(dense: Ranking, sparse: Ranking, fusion: str = "rrf", alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
+def fuse(dense: Ranking, sparse: Ranking, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
     """Fuse by name: ``"rrf"`` or ``"convex"`` (with ``alpha``)."""
     if fusion == "rrf":
         return reciprocal_rank_fusion([dense, sparse])
