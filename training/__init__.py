@@ -1,0 +1,1 @@
+"""Training: WordPiece tokenizers and masked-LM pretraining of BERT encoders."""

@@ -1,0 +1,113 @@
+"""Masked-LM pretraining: learning, checkpoints and resume, and loading the result."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.training.conftest import TINY
+from training.fill import fill_mask
+from training.pretrain import PretrainConfig, latest_checkpoint, pretrain
+
+
+def _config(corpus_dir, tokenizer_dir, out: Path, **overrides) -> PretrainConfig:
+    settings = dict(text=[str(corpus_dir)], output_dir=str(out), batch_size=8,
+                    tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
+                    lr=2e-3, eval_fraction=0.1, eval_every=1000, save_every=1000, **TINY)
+    settings.update(overrides)
+    return PretrainConfig(**settings)
+
+
+def _log(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def trained(corpus_dir, tokenizer_dir, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("pretrain") / "model"
+    summary = pretrain(_config(corpus_dir, tokenizer_dir, out, max_steps=40, warmup_ratio=0.1), progress=False)
+    return out, summary
+
+
+def test_loss_falls_and_summary_is_complete(trained):
+    out, summary = trained
+    losses = [record["train_loss"] for record in _log(out)]
+    assert len(losses) == 40
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
+    assert summary["step"] == 40 and summary["seconds"] > 0
+    assert summary["perplexity"] == pytest.approx(np.exp(summary["eval_loss"]))
+    assert 0 <= summary["masked_accuracy"] <= 1
+    assert latest_checkpoint(out).name == "step-40"
+
+
+def test_saved_model_loads_in_embedder(trained):
+    from retriever import Embedder
+
+    embedder = Embedder(trained[0])
+    vectors = embedder.embed(["rivers flow into the sea", "green tea"])
+    assert vectors.shape == (2, TINY["hidden"])
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
+def test_fill_returns_sorted_probabilities(trained):
+    guesses = fill_mask("rivers flow into the [MASK]. green [MASK] is steamed.", trained[0], k=3)
+    assert len(guesses) == 2
+    for guess in guesses:
+        probabilities = [p for _, p in guess]
+        assert len(guess) == 3 and all(isinstance(token, str) for token, _ in guess)
+        assert probabilities == sorted(probabilities, reverse=True) and sum(probabilities) <= 1 + 1e-6
+
+
+class _Stop(Exception):
+    pass
+
+
+def _stop_at(step: int):
+    def callback(record: dict) -> None:
+        if record["step"] == step:
+            raise _Stop
+
+    return callback
+
+
+def test_resume_matches_an_uninterrupted_run(corpus_dir, tokenizer_dir, tmp_path):
+    full, split = tmp_path / "full", tmp_path / "split"
+    pretrain(_config(corpus_dir, tokenizer_dir, full, max_steps=6, save_every=3), progress=False)
+    with pytest.raises(_Stop):  # killed during step 5, after the checkpoint of step 3
+        pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3), progress=False,
+                 callback=_stop_at(5))
+    assert latest_checkpoint(split).name == "step-3"
+    steps: list[int] = []
+    summary = pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3, resume=True),
+                       progress=False, callback=lambda record: steps.append(record["step"]))
+    assert steps == [4, 5, 6] and summary["step"] == 6
+    assert [record["step"] for record in _log(split)] == [1, 2, 3, 4, 5, 6]
+    assert [r["train_loss"] for r in _log(split)] == [r["train_loss"] for r in _log(full)]
+    expected, actual = load_file(full / "model.safetensors"), load_file(split / "model.safetensors")
+    assert expected.keys() == actual.keys()
+    for name in expected:
+        assert torch.equal(expected[name], actual[name]), name
+
+
+def test_nsp_and_continued_pretraining(corpus_dir, tokenizer_dir, trained, tmp_path):
+    out = tmp_path / "nsp"
+    summary = pretrain(_config(corpus_dir, None, out, from_model=str(trained[0]), max_steps=2, nsp=True),
+                       progress=False)
+    assert summary["step"] == 2
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["BertForMaskedLM"] and config["hidden_size"] == TINY["hidden"]
+    assert not any("seq_relationship" in name for name in load_file(out / "model.safetensors"))
+    assert fill_mask("green [MASK]", out, k=2)[0][0][1] > 0
+
+
+def test_time_limit_stops_cleanly_and_saves(corpus_dir, tokenizer_dir, tmp_path):
+    out = tmp_path / "timed"
+    summary = pretrain(_config(corpus_dir, tokenizer_dir, out, max_steps=1000, max_minutes=1e-6), progress=False)
+    assert summary["step"] == 1 and summary["eval_loss"] is not None
+    assert latest_checkpoint(out).name == "step-1" and (out / "model.safetensors").is_file()
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-1"]  # no temporary directory left

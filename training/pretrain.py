@@ -1,0 +1,347 @@
+"""Masked-language-model pretraining of a BERT encoder.
+
+A simple loop: AdamW, linear warmup then linear decay, gradient accumulation,
+dynamic masking (``training.masking``), optional next-sentence prediction.
+Checkpoints land in ``OUT/checkpoints/step-N`` (model, tokenizer, optimizer,
+scheduler, step and RNG states), each written to a temporary directory and
+renamed into place. Batch order depends only on the seed and the step, so a
+resumed run sees the same data as an uninterrupted one. The final
+``BertForMaskedLM`` and its tokenizer are saved to ``OUT`` itself, where
+``Embedder`` (mean pooling) and ``semsearch fill`` load them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from retriever.errors import BadInputError
+from training.data import PackedSequences, collect_text_files, pack_sequences, read_documents
+from training.masking import IGNORE_INDEX, MaskingCollator
+
+CHECKPOINTS = "checkpoints"
+LOG = "log.jsonl"
+TRAINER_STATE = "trainer_state.pt"
+
+
+@dataclass
+class PretrainConfig:
+    """Everything a pretraining run depends on.
+
+    Exactly one of ``tokenizer`` (a new model of the given size) and
+    ``from_model`` (continue pretraining a model directory, its tokenizer
+    used, size flags ignored) is set. Without ``max_steps`` the run lasts one
+    pass over the training sequences; ``max_minutes`` stops it earlier, cleanly.
+    """
+
+    text: list[str]
+    output_dir: str
+    tokenizer: str | None = None
+    from_model: str | None = None
+    layers: int = 12
+    hidden: int = 768
+    heads: int = 12
+    intermediate: int | None = None  # default 4 * hidden
+    max_len: int = 128
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.06
+    eval_fraction: float = 0.02
+    eval_every: int = 500
+    save_every: int = 1000
+    mlm_probability: float = 0.15
+    nsp: bool = False
+    resume: bool = False
+    seed: int = 0
+    device: str | None = None
+
+    def validate(self) -> None:
+        """Raise ``BadInputError`` for inconsistent or out-of-range settings."""
+        if (self.tokenizer is None) == (self.from_model is None):
+            raise BadInputError("give exactly one of a tokenizer (new model) or a model to continue from")
+        for name in ("layers", "hidden", "heads", "max_len", "batch_size", "grad_accum", "eval_every", "save_every"):
+            if getattr(self, name) < 1:
+                raise BadInputError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(self, name)}")
+        if self.hidden % self.heads:
+            raise BadInputError(f"hidden size {self.hidden} is not a multiple of {self.heads} heads")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise BadInputError(f"max steps must be at least 1, got {self.max_steps}")
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise BadInputError(f"max minutes must be positive, got {self.max_minutes}")
+        if not 0 <= self.eval_fraction < 1 or not 0 <= self.warmup_ratio < 1:
+            raise BadInputError("eval fraction and warmup ratio must be in [0, 1)")
+        if self.lr <= 0:
+            raise BadInputError(f"learning rate must be positive, got {self.lr}")
+
+
+def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The ``checkpoints/step-N`` directory with the largest N, or ``None``."""
+    root = Path(output_dir) / CHECKPOINTS
+    steps = [(int(p.name[5:]), p) for p in root.glob("step-*")
+             if p.name[5:].isdigit() and (p / TRAINER_STATE).is_file()]
+    return max(steps)[1] if steps else None
+
+
+def pretrain(
+    config: PretrainConfig,
+    *,
+    progress: bool = True,
+    callback: Callable[[dict], None] | None = None,
+) -> dict:
+    """Run masked-language-model pretraining.
+
+    Args:
+        config: The run's settings.
+        progress: Progress bar and evaluation lines on stderr.
+        callback: Called with each step's log record (after any checkpoint of that step).
+
+    Returns:
+        Summary: ``step``, ``train_loss`` (last step), ``eval_loss``,
+        ``perplexity``, ``masked_accuracy`` (held-out; ``None`` without held-out
+        data), ``seconds`` (this invocation), ``output_dir``.
+    """
+    from tqdm.auto import tqdm
+    from transformers import get_linear_schedule_with_warmup
+
+    config.validate()
+    started = time.monotonic()
+    output = Path(config.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    checkpoint = latest_checkpoint(output) if config.resume else None
+    if config.resume and checkpoint is None and progress:
+        print(f"no checkpoint in {output / CHECKPOINTS}; starting from step 0", file=sys.stderr)
+    torch.manual_seed(config.seed)
+    tokenizer, model = _load_model(config, checkpoint)
+    device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device)
+
+    files = collect_text_files(config.text)
+    data = pack_sequences(read_documents(files), tokenizer, config.max_len, nsp=config.nsp, seed=config.seed)
+    train, held_out = data.split(config.eval_fraction)
+    total = config.max_steps or math.ceil(math.ceil(len(train) / config.batch_size) / config.grad_accum)
+
+    optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr)
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
+    collator = MaskingCollator(tokenizer, mlm_probability=config.mlm_probability, seed=config.seed)
+    step = 0
+    if checkpoint is not None:
+        state = torch.load(checkpoint / TRAINER_STATE, weights_only=True)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        collator.generator.set_state(state["mask_rng"])
+        torch.set_rng_state(state["torch_rng"])
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["cuda_rng"])
+        step = int(state["step"])
+    _truncate_log(output / LOG, step)
+
+    record: dict = {}
+    evaluation: dict = {}
+    bar = tqdm(total=total, initial=step, disable=not progress, file=sys.stderr, desc="pretrain", unit="step")
+    model.train()
+    while step < total:
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for micro in range(config.grad_accum):
+            index = _batch_index(len(train), config.batch_size, step * config.grad_accum + micro, config.seed)
+            batch = {k: v.to(device) for k, v in collator(train.select(index)).items()}
+            loss = model(**batch).loss
+            (loss / config.grad_accum).backward()
+            loss_sum += loss.item()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        step += 1
+        timed_out = config.max_minutes is not None and time.monotonic() - started >= config.max_minutes * 60
+        last = step == total or timed_out
+        record = {"step": step, "train_loss": loss_sum / config.grad_accum, "lr": scheduler.get_last_lr()[0]}
+        if len(held_out) and (step % config.eval_every == 0 or last):
+            evaluation = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
+            record.update(evaluation)
+            bar.write(_describe(record), file=sys.stderr)
+        if step % config.save_every == 0 or last:
+            _save_checkpoint(output, step, model, tokenizer, optimizer, scheduler, collator)
+        with open(output / LOG, "a", encoding="utf-8") as log:
+            log.write(json.dumps(record) + "\n")
+        bar.update(1)
+        bar.set_postfix(loss=f"{record['train_loss']:.3f}")
+        if callback is not None:
+            callback(record)
+        if timed_out:
+            bar.write(f"stopping at the {config.max_minutes:g}-minute limit after step {step}", file=sys.stderr)
+            break
+    bar.close()
+    _save_final(output, model, tokenizer, config.nsp)
+    return {
+        "step": step,
+        "train_loss": record.get("train_loss"),
+        "eval_loss": evaluation.get("eval_loss"),
+        "perplexity": evaluation.get("perplexity"),
+        "masked_accuracy": evaluation.get("masked_accuracy"),
+        "seconds": round(time.monotonic() - started, 3),
+        "output_dir": str(output),
+    }
+
+
+@torch.no_grad()
+def evaluate(
+    model,
+    data: PackedSequences,
+    tokenizer,
+    batch_size: int,
+    device: torch.device,
+    *,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Held-out masked-LM loss, perplexity and accuracy at the selected positions.
+
+    Masks come from a collator seeded with ``seed`` afresh on every call, so
+    figures from different steps are comparable.
+    """
+    collator = MaskingCollator(tokenizer, seed=seed)
+    was_training = model.training
+    model.eval()
+    loss_sum, correct, count = 0.0, 0, 0
+    for start in range(0, len(data), batch_size):
+        batch = collator(data.select(slice(start, start + batch_size)))
+        labels = batch.pop("labels").to(device)
+        batch.pop("next_sentence_label", None)
+        output = model(**{k: v.to(device) for k, v in batch.items()})
+        logits = output.logits if hasattr(output, "logits") else output.prediction_logits
+        selected = labels != IGNORE_INDEX
+        loss_sum += torch.nn.functional.cross_entropy(logits[selected], labels[selected], reduction="sum").item()
+        correct += int((logits[selected].argmax(-1) == labels[selected]).sum())
+        count += int(selected.sum())
+    model.train(was_training)
+    loss = loss_sum / max(count, 1)
+    return {"eval_loss": loss, "perplexity": math.exp(min(loss, 50.0)), "masked_accuracy": correct / max(count, 1)}
+
+
+def _load_model(config: PretrainConfig, checkpoint: Path | None):
+    """``(tokenizer, model)`` from the checkpoint, the model to continue, or a new config."""
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    model_class = BertForPreTraining if config.nsp else BertForMaskedLM
+    source = checkpoint or (Path(config.from_model) if config.from_model else None)
+    tokenizer_source = source or Path(config.tokenizer)
+    if not tokenizer_source.is_dir():
+        raise BadInputError(f"{tokenizer_source}: no such directory")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_source))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"cannot load a tokenizer from {tokenizer_source}: {str(exc).splitlines()[0]}") from None
+    if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise BadInputError(f"tokenizer in {tokenizer_source} lacks [MASK], [CLS] or [SEP]")
+    if source is not None:
+        try:
+            model = model_class.from_pretrained(str(source))
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"cannot load a BERT model from {source}: {str(exc).splitlines()[0]}") from None
+        if config.max_len > model.config.max_position_embeddings:
+            raise BadInputError(
+                f"max length {config.max_len} exceeds the model's {model.config.max_position_embeddings} positions"
+            )
+    else:
+        bert_config = BertConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=config.hidden,
+            num_hidden_layers=config.layers,
+            num_attention_heads=config.heads,
+            intermediate_size=config.intermediate or 4 * config.hidden,
+            max_position_embeddings=config.max_len,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+        model = model_class(bert_config)
+    tokenizer.model_max_length = min(config.max_len, model.config.max_position_embeddings)
+    return tokenizer, model
+
+
+def _param_groups(model, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay on weights, none on biases and LayerNorm."""
+    decay, no_decay = [], []
+    for name, param in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _batch_index(n: int, batch_size: int, micro_step: int, seed: int) -> torch.Tensor:
+    """Indices of micro-batch ``micro_step``: epochs are seeded permutations of ``range(n)``."""
+    per_epoch = math.ceil(n / batch_size)
+    epoch, position = divmod(micro_step, per_epoch)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    return order[position * batch_size:(position + 1) * batch_size]
+
+
+def _save_checkpoint(output: Path, step: int, model, tokenizer, optimizer, scheduler, collator) -> Path:
+    """Write ``checkpoints/step-N`` through a temporary directory and an atomic rename."""
+    root = output / CHECKPOINTS
+    root.mkdir(exist_ok=True)
+    final = root / f"step-{step}"
+    tmp = root / f".tmp-step-{step}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    state = {
+        "step": step,
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "mask_rng": collator.generator.get_state(),
+        "torch_rng": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda_rng"] = torch.cuda.get_rng_state_all()
+    torch.save(state, tmp / TRAINER_STATE)
+    _fsync_tree(tmp)
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final
+
+
+def _fsync_tree(path: Path) -> None:
+    for file in path.iterdir():
+        with open(file, "rb") as handle:
+            os.fsync(handle.fileno())
+
+
+def _save_final(output: Path, model, tokenizer, nsp: bool) -> None:
+    """Save a ``BertForMaskedLM`` (the NSP head dropped) and the tokenizer to ``output``."""
+    if nsp:
+        from transformers import BertForMaskedLM
+
+        mlm = BertForMaskedLM(model.config)
+        mlm.load_state_dict(model.state_dict(), strict=False)
+        model = mlm
+    model.save_pretrained(str(output))
+    tokenizer.save_pretrained(str(output))
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Keep only records up to ``step`` (all of them are replaced on a fresh start)."""
+    if not path.exists():
+        return
+    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step]
+    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+
+
+def _describe(record: dict) -> str:
+    return (f"step {record['step']}: train loss {record['train_loss']:.4f}, held-out loss "
+            f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
+            f"masked accuracy {record['masked_accuracy']:.3f}")
