@@ -31,7 +31,7 @@ from filelock import FileLock, Timeout
 
 from retriever import vector_index
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, BM25Index, bm25_path
-from retriever.catalog import Catalog, DocumentWrite
+from retriever.catalog import Catalog, ChunkRow, DocumentWrite
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
@@ -312,9 +312,9 @@ class Collection:
         snapshot = self._current()
         depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
         dense: list[tuple[str, float]] = []
-        best_chunk: dict[str, int] = {}
+        dense_spans: dict[str, tuple[int, int]] = {}
         if mode in ("dense", "hybrid"):
-            dense, best_chunk = self._dense_ranking(snapshot.vectors, query, depth, allowed_chunks)
+            dense, dense_spans = self._dense_ranking(snapshot.vectors, query, depth, allowed_chunks)
         sparse: list[tuple[str, float]] = []
         if mode in ("bm25", "hybrid"):
             sparse = snapshot.bm25.top(self.analyzer(query), depth, allowed_docs)
@@ -324,12 +324,12 @@ class Collection:
             ranked = sparse
         else:
             ranked = fuse(dense, sparse, fusion, alpha)
-        return self._hits(ranked[:k], best_chunk, query)
+        return self._hits(ranked[:k], dense_spans, query)
 
     def _dense_ranking(
         self, index: faiss.Index, query: str, k: int, allowed: np.ndarray | None
-    ) -> tuple[list[tuple[str, float]], dict[str, int]]:
-        """Top ``k`` documents by their best chunk's cosine, and that chunk's id."""
+    ) -> tuple[list[tuple[str, float]], dict[str, tuple[int, int]]]:
+        """Top ``k`` documents by their best chunk's cosine, and that chunk's character span."""
         available = index.ntotal if allowed is None else allowed.size
         if available == 0:
             return [], {}
@@ -338,30 +338,28 @@ class Collection:
         while True:  # widen until k distinct documents are found or nothing is left
             scores, ids = vector_index.search(index, query_vector, fetch, allowed)
             rows = self.catalog.chunk_rows([i for i in ids[0] if i >= 0])
-            best: dict[str, tuple[float, int]] = {}
+            best: dict[str, tuple[float, ChunkRow]] = {}
             for score, chunk_id in zip(scores[0], ids[0]):
                 row = rows.get(int(chunk_id))
                 if row is not None and row.doc_id not in best:
-                    best[row.doc_id] = (float(score), int(chunk_id))
+                    best[row.doc_id] = (float(score), row)
             if len(best) >= k or fetch >= available:
                 break
             fetch = min(available, fetch * 4)
         ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
-        return [(doc_id, score) for doc_id, (score, _) in ranked], {d: c for d, (_, c) in ranked}
+        return [(doc_id, score) for doc_id, (score, _) in ranked], {d: (r.start, r.end) for d, (_, r) in ranked}
 
-    def _hits(self, ranked: list[tuple[str, float]], best_chunk: dict[str, int], query: str) -> list[Hit]:
+    def _hits(self, ranked: list[tuple[str, float]], dense_spans: dict[str, tuple[int, int]], query: str) -> list[Hit]:
         """Hits for ranked documents; those without a dense chunk show their best keyword chunk."""
         docs = self.catalog.documents([doc_id for doc_id, _ in ranked])
-        chunk_rows = self.catalog.chunk_rows(list(best_chunk.values()))
-        missing = [doc_id for doc_id, _ in ranked if doc_id not in best_chunk]
-        keyword_spans = self._keyword_spans(missing, docs, query) if missing else {}
+        missing = [doc_id for doc_id, _ in ranked if doc_id not in dense_spans]
+        spans = {**(self._keyword_spans(missing, docs, query) if missing else {}), **dense_spans}
         hits = []
         for doc_id, score in ranked:
             doc = docs.get(doc_id)
             if doc is None:  # deleted since the index was loaded
                 continue
-            row = chunk_rows.get(best_chunk.get(doc_id, -1))
-            start, end = (row.start, row.end) if row else keyword_spans.get(doc_id, (0, len(doc.text)))
+            start, end = spans.get(doc_id, (0, len(doc.text)))
             hits.append(Hit(doc_id, score, doc.title, doc.text[start:end], start, end, dict(doc.meta or {})))
         return hits
 
