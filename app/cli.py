@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
                    "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
-    p = sub.add_parser("train", help="train a tokenizer or pretrain a BERT encoder")
+    p = sub.add_parser("train", help="train a tokenizer, pretrain a BERT encoder or fine-tune it contrastively")
     train = p.add_subparsers(dest="train_command", metavar="STEP", parser_class=_Parser)
     train.required = True
 
@@ -129,6 +129,30 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed for initialisation, data order and masks (default 0)")
     t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in DIR")
     t.add_argument("--nsp", action="store_true", help="add next-sentence prediction (BertForPreTraining)")
+    t.add_argument("--json", action="store_true", help="print the summary as JSON")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+    t = train.add_parser("contrastive", help="contrastive fine-tuning of a sentence encoder (in-batch negatives)")
+    t.add_argument("--from", dest="from_model", required=True, metavar="MODEL",
+                   help="model directory (sentence-transformers, or a plain BERT such as 'train pretrain' output)")
+    t.add_argument("-o", "--output", required=True, metavar="DIR", help="output directory (model, log.jsonl)")
+    pairs = t.add_mutually_exclusive_group()
+    pairs.add_argument("--pairs", metavar="FILE", help='JSONL of {"anchor", "positive"[, "negative"]}')
+    pairs.add_argument("--beir", metavar="DIR", help="BEIR dataset: (query, relevant document) pairs of --split")
+    pairs.add_argument("--corpus", nargs="+", metavar="PATH", help="text files/directories or BEIR corpora, with --unsupervised")
+    t.add_argument("--split", default="train", help="qrels split of --beir (default train)")
+    t.add_argument("--unsupervised", choices=("simcse", "crop"), help="pairs from --corpus: text with itself (simcse) or two random spans (crop)")
+    t.add_argument("--hard-negatives", action="store_true", help="with --beir: one BM25-mined negative per pair")
+    t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: one pass over the pairs)")
+    t.add_argument("--batch-size", type=int, default=32, metavar="B", help="pairs per batch (default 32)")
+    t.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default 2e-5)")
+    t.add_argument("--scale", type=float, default=20.0, help="similarity scale, i.e. 1 / temperature (default 20)")
+    t.add_argument("--warmup-ratio", type=float, default=0.1, help="share of steps warming up (default 0.1)")
+    t.add_argument("--max-len", type=int, metavar="N", help="tokens per text (default: the model's window)")
+    t.add_argument("--dev", metavar="DIR", help="BEIR dataset scored (dense nDCG@10) to keep the best model")
+    t.add_argument("--dev-split", metavar="SPLIT", help="qrels split of --dev (default dev if present, else test)")
+    t.add_argument("--eval-every", type=int, default=500, metavar="N", help="dev evaluation every N steps (default 500)")
+    t.add_argument("--seed", type=int, default=0, help="seed for initialisation, data order and crops (default 0)")
     t.add_argument("--json", action="store_true", help="print the summary as JSON")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -410,6 +434,27 @@ def cmd_train_pretrain(args) -> int:
     return EXIT_OK
 
 
+def cmd_train_contrastive(args) -> int:
+    from training.contrastive import ContrastiveConfig, contrastive_train
+
+    config = ContrastiveConfig(
+        from_model=args.from_model, output_dir=args.output, pairs=args.pairs, beir=args.beir, split=args.split,
+        corpus=args.corpus, unsupervised=args.unsupervised, hard_negatives=args.hard_negatives,
+        max_steps=args.max_steps, batch_size=args.batch_size, lr=args.lr, scale=args.scale,
+        warmup_ratio=args.warmup_ratio, max_len=args.max_len, dev=args.dev, dev_split=args.dev_split,
+        eval_every=args.eval_every, seed=args.seed,
+    )
+    summary = contrastive_train(config, progress=not args.quiet and not args.json)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        dev = f", best dev nDCG@10 {summary['best_dev_ndcg']:.4f} (step {summary['best_step']})" \
+            if summary["best_dev_ndcg"] is not None else ""
+        print(f"semsearch: {summary['steps']} steps, loss {summary['train_loss']:.4g}{dev}; "
+              f"model saved to {summary['output_dir']}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_fill(args) -> int:
     from training.fill import fill_mask
 
@@ -425,6 +470,7 @@ def cmd_fill(args) -> int:
 TRAIN_COMMANDS = {
     "tokenizer": cmd_train_tokenizer,
     "pretrain": cmd_train_pretrain,
+    "contrastive": cmd_train_contrastive,
 }
 
 COMMANDS = {
