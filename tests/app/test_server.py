@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.processes import stop
+
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
@@ -100,12 +102,7 @@ def served(tmp_path_factory, tiny_model_dir):
     try:
         yield Api(base, KEY), path
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 @pytest.fixture()

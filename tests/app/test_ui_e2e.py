@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import stop
+
 pytest.importorskip("streamlit")
 ws_client = pytest.importorskip("websockets.sync.client")
 
@@ -99,12 +101,7 @@ def ui_server(tmp_path, tiny_embedder):
             time.sleep(0.2)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
 
 
 class Browser:
@@ -151,12 +148,7 @@ class Browser:
     def close(self) -> None:
         if getattr(self, "stack", None) is not None:
             self.stack.close()
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop(self.proc, timeout=10)
 
 
 def test_search_link_renders_results_in_chromium(chromium, ui_server, tmp_path):
