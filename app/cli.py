@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Sequence
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -116,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--hidden", type=int, default=768, metavar="H", help="hidden size of a new model (default 768)")
     t.add_argument("--heads", type=int, default=12, metavar="A", help="attention heads of a new model (default 12)")
     t.add_argument("--intermediate", type=int, metavar="I", help="feed-forward size of a new model (default 4 x hidden)")
+    t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout of a new model (default 0.1)")
     t.add_argument("--max-len", type=int, default=128, metavar="N", help="tokens per sequence (default 128)")
     t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: one pass over the text)")
     t.add_argument("--max-minutes", type=float, metavar="M", help="stop cleanly, and save, after M minutes")
@@ -143,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--split", default="train", help="qrels split of --beir (default train)")
     t.add_argument("--unsupervised", choices=("simcse", "crop"), help="pairs from --corpus: text with itself (simcse) or two random spans (crop)")
     t.add_argument("--hard-negatives", action="store_true", help="with --beir: one BM25-mined negative per pair")
-    t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: one pass over the pairs)")
+    t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: --epochs passes over the pairs)")
+    t.add_argument("--epochs", type=int, default=1, metavar="N", help="passes over the pairs without --max-steps (default 1)")
     t.add_argument("--batch-size", type=int, default=32, metavar="B", help="pairs per batch (default 32)")
     t.add_argument("--lr", type=float, default=2e-5, help="peak learning rate (default 2e-5)")
     t.add_argument("--scale", type=float, default=20.0, help="similarity scale, i.e. 1 / temperature (default 20)")
@@ -152,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dev", metavar="DIR", help="BEIR dataset scored (dense nDCG@10) to keep the best model")
     t.add_argument("--dev-split", metavar="SPLIT", help="qrels split of --dev (default dev if present, else test)")
     t.add_argument("--eval-every", type=int, default=500, metavar="N", help="dev evaluation every N steps (default 500)")
+    t.add_argument("--save-every", type=int, default=500, metavar="N", help="checkpoint every N steps (default 500)")
+    t.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in DIR")
     t.add_argument("--seed", type=int, default=0, help="seed for initialisation, data order and crops (default 0)")
     t.add_argument("--json", action="store_true", help="print the summary as JSON")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -319,7 +324,6 @@ def cmd_info(args) -> int:
 
 def cmd_ui(args) -> int:
     import importlib.util
-    from pathlib import Path
 
     root = Path(args.collection).expanduser()
     if root.exists() and not root.is_dir():
@@ -417,7 +421,7 @@ def cmd_train_pretrain(args) -> int:
 
     config = PretrainConfig(
         text=args.text, output_dir=args.output, tokenizer=args.tokenizer, from_model=args.from_model,
-        layers=args.layers, hidden=args.hidden, heads=args.heads, intermediate=args.intermediate,
+        layers=args.layers, hidden=args.hidden, heads=args.heads, intermediate=args.intermediate, dropout=args.dropout,
         max_len=args.max_len, max_steps=args.max_steps, max_minutes=args.max_minutes,
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup_ratio=args.warmup_ratio,
         eval_fraction=args.eval_fraction, eval_every=args.eval_every, save_every=args.save_every,
@@ -440,9 +444,9 @@ def cmd_train_contrastive(args) -> int:
     config = ContrastiveConfig(
         from_model=args.from_model, output_dir=args.output, pairs=args.pairs, beir=args.beir, split=args.split,
         corpus=args.corpus, unsupervised=args.unsupervised, hard_negatives=args.hard_negatives,
-        max_steps=args.max_steps, batch_size=args.batch_size, lr=args.lr, scale=args.scale,
+        max_steps=args.max_steps, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, scale=args.scale,
         warmup_ratio=args.warmup_ratio, max_len=args.max_len, dev=args.dev, dev_split=args.dev_split,
-        eval_every=args.eval_every, seed=args.seed,
+        eval_every=args.eval_every, save_every=args.save_every, resume=args.resume, seed=args.seed,
     )
     summary = contrastive_train(config, progress=not args.quiet and not args.json)
     if args.json:
@@ -450,7 +454,8 @@ def cmd_train_contrastive(args) -> int:
     else:
         dev = f", best dev nDCG@10 {summary['best_dev_ndcg']:.4f} (step {summary['best_step']})" \
             if summary["best_dev_ndcg"] is not None else ""
-        print(f"semsearch: {summary['steps']} steps, loss {summary['train_loss']:.4g}{dev}; "
+        loss = f", loss {summary['train_loss']:.4g}" if summary["train_loss"] is not None else ""
+        print(f"semsearch: {summary['steps']} steps{loss}{dev}; "
               f"model saved to {summary['output_dir']}", file=sys.stderr)
     return EXIT_OK
 

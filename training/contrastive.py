@@ -9,7 +9,9 @@ spans of the same document). The loss is sentence-transformers'
 no in-batch "negative" is secretly a positive.
 
 A simple loop: AdamW, linear warmup then linear decay, gradient clipping.
-Batch order depends only on the seed. With a dev dataset the model is
+Batch order depends only on the seed and the epoch, so a run resumed from
+a checkpoint (``OUT/checkpoints/step-N``, every ``save_every`` steps) trains
+on the same batches as an uninterrupted one. With a dev dataset the model is
 scored (nDCG@10, dense search through a temporary ``Collection``) every
 ``eval_every`` steps and at the end, and ``OUT`` keeps the best one;
 without, ``OUT`` holds the final model. ``OUT/log.jsonl`` has one record per
@@ -32,6 +34,7 @@ from typing import Callable, Sequence
 import torch
 
 from retriever.errors import BadInputError
+from training.checkpoints import latest_checkpoint, read_trainer_state, truncate_log, write_checkpoint
 from training.data import collect_text_files, read_documents
 
 LOG = "log.jsonl"
@@ -56,7 +59,7 @@ class ContrastiveConfig:
 
     Exactly one pair source: ``pairs`` (JSONL), ``beir`` (with ``split``) or
     ``corpus`` (with ``unsupervised``). Without ``max_steps`` the run lasts
-    one pass over the pairs.
+    ``epochs`` passes over the pairs.
     """
 
     from_model: str
@@ -68,6 +71,7 @@ class ContrastiveConfig:
     unsupervised: str | None = None
     hard_negatives: bool = False
     max_steps: int | None = None
+    epochs: int = 1
     batch_size: int = 32
     lr: float = 2e-5
     scale: float = 20.0
@@ -77,6 +81,8 @@ class ContrastiveConfig:
     dev: str | None = None
     dev_split: str | None = None  # default: "dev" when the dataset has it, else "test"
     eval_every: int = 500
+    save_every: int = 500
+    resume: bool = False
     seed: int = 0
     device: str | None = None
 
@@ -90,7 +96,7 @@ class ContrastiveConfig:
             raise BadInputError("--unsupervised needs --corpus")
         if self.hard_negatives and not self.beir:
             raise BadInputError("--hard-negatives mines BM25 negatives for --beir (a pairs file gives its own)")
-        for name in ("batch_size", "eval_every"):
+        for name in ("epochs", "batch_size", "eval_every", "save_every"):
             if getattr(self, name) < 1:
                 raise BadInputError(f"{name.replace('_', ' ')} must be at least 1, got {getattr(self, name)}")
         if self.batch_size < 2:
@@ -268,13 +274,19 @@ def no_duplicate_batches(pairs: Sequence[Pair], batch_size: int, seed: int = 0) 
 
 # -- training ---------------------------------------------------------------
 def load_mean_pooling_model(location: str | Path, device: str | None = None):
-    """A ``SentenceTransformer`` from a sentence-transformers or plain HF directory; its pooling must be mean."""
+    """A ``SentenceTransformer`` from a sentence-transformers or plain HF directory; its pooling must be mean.
+
+    ``"all-MiniLM-L6-v2"`` names the packaged default encoder.
+    """
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
     from transformers.utils import logging as hf_logging
 
+    from retriever.embedder import resolve_model
+
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+    location = resolve_model(location)[1]
     if not Path(location).is_dir():
         raise BadInputError(f"{location}: no such model directory")
     try:
@@ -321,8 +333,8 @@ def contrastive_train(
 
     Returns:
         Summary: ``steps``, ``train_loss`` (last step), ``best_dev_ndcg``
-        (``None`` without a dev set), ``best_step``, ``pairs``, ``seconds``,
-        ``output_dir``.
+        (``None`` without a dev set), ``best_step``, ``pairs``, ``seconds``
+        (resumed invocations summed), ``output_dir``.
     """
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from tqdm.auto import tqdm
@@ -331,18 +343,21 @@ def contrastive_train(
     config.validate()
     started = time.monotonic()
     output = Path(config.output_dir)
+    checkpoint = latest_checkpoint(output) if config.resume else None
+    if config.resume and checkpoint is None and progress:
+        print(f"no checkpoint in {output / 'checkpoints'}; starting from step 0", file=sys.stderr)
     dev = _load_dev(config) if config.dev else None
     pairs_of = _build_pairs(config)
     first = pairs_of(0)
     batches = no_duplicate_batches(first, config.batch_size, config.seed * 1_000_003)
     if not batches:
         raise BadInputError("too few distinct pairs for one batch of two")
-    total = config.max_steps or len(batches)
+    total = config.max_steps or config.epochs * len(batches)
 
     random.seed(config.seed)
     torch.manual_seed(config.seed)
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = load_mean_pooling_model(config.from_model, device)
+    model = load_mean_pooling_model(checkpoint or config.from_model, device)
     if config.max_len:
         model.max_seq_length = config.max_len
     loss_fn = MultipleNegativesRankingLoss(model, scale=config.scale)
@@ -350,28 +365,42 @@ def contrastive_train(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
 
     output.mkdir(parents=True, exist_ok=True)
-    (output / LOG).write_text("", encoding="utf-8")
+    done, epoch, position, pairs = 0, 0, 0, first
     best_ndcg: float | None = None
     best_step: int | None = None
+    earlier_seconds = 0.0
+    if checkpoint is not None:
+        state = read_trainer_state(checkpoint)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        done, epoch, position = int(state["step"]), int(state["epoch"]), int(state["position"])
+        best_ndcg, best_step = state.get("best_ndcg"), state.get("best_step")
+        earlier_seconds = float(state["seconds"])
+        if epoch:
+            pairs = pairs_of(epoch)
+            batches = no_duplicate_batches(pairs, config.batch_size, config.seed * 1_000_003 + epoch)
+    truncate_log(output / LOG, done)
     record: dict = {}
-    bar = tqdm(total=total, disable=not progress, file=sys.stderr, desc="contrastive", unit="step")
-    epoch, position, pairs = 0, 0, first
+    bar = tqdm(total=total, initial=done, disable=not progress, file=sys.stderr, desc="contrastive", unit="step")
     model.train()
-    for step in range(1, total + 1):
+    for step in range(done + 1, total + 1):
         if position == len(batches):
             epoch, position = epoch + 1, 0
             pairs = pairs_of(epoch)
             batches = no_duplicate_batches(pairs, config.batch_size, config.seed * 1_000_003 + epoch)
         rows = [pairs[i] for i in batches[position]]
         position += 1
-        features = [{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in model.preprocess(column).items()} for column in _columns(rows)]
+        features = [{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in model.preprocess(column).items()}
+                    for column in _columns(rows)]
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(features, None)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
-        record = {"step": step, "train_loss": loss.item(), "lr": scheduler.get_last_lr()[0], "batch": len(rows)}
+        record = {"step": step, "train_loss": loss.item(), "lr": scheduler.get_last_lr()[0], "batch": len(rows),
+                  "seconds": round(earlier_seconds + time.monotonic() - started, 3)}
         if dev is not None and (step % config.eval_every == 0 or step == total):
             ndcg = evaluate_dev(model, dev)
             record["dev_ndcg@10"] = ndcg
@@ -381,6 +410,13 @@ def contrastive_train(
                 record["saved"] = True
             bar.write(f"step {step}: dev nDCG@10 {ndcg:.4f} (best {best_ndcg:.4f} at step {best_step})",
                       file=sys.stderr)
+        if step % config.save_every == 0 or step == total:
+            state = {"seconds": record["seconds"], "epoch": epoch, "position": position,
+                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                     "torch_rng": torch.get_rng_state()}
+            if best_ndcg is not None:
+                state.update(best_ndcg=best_ndcg, best_step=best_step)
+            write_checkpoint(output, step, lambda directory: model.save(str(directory)), state)
         with open(output / LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
         bar.update(1)
@@ -397,7 +433,7 @@ def contrastive_train(
         "best_dev_ndcg": best_ndcg,
         "best_step": best_step,
         "pairs": len(first),
-        "seconds": round(time.monotonic() - started, 3),
+        "seconds": round(earlier_seconds + time.monotonic() - started, 3),
         "output_dir": str(output),
     }
 

@@ -3,8 +3,7 @@
 A simple loop: AdamW, linear warmup then linear decay, gradient accumulation,
 dynamic masking (``training.masking``), optional next-sentence prediction.
 Checkpoints land in ``OUT/checkpoints/step-N`` (model, tokenizer, optimizer,
-scheduler, step and RNG states), each written to a temporary directory and
-renamed into place. Batch order depends only on the seed and the step, so a
+scheduler, step and RNG states; see ``training.checkpoints``). Batch order depends only on the seed and the step, so a
 resumed run sees the same data as an uninterrupted one. The final
 ``BertForMaskedLM`` and its tokenizer are saved to ``OUT`` itself, where
 ``Embedder`` (mean pooling) and ``semsearch fill`` load them.
@@ -14,8 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -25,12 +22,11 @@ from typing import Callable
 import torch
 
 from retriever.errors import BadInputError
+from training.checkpoints import CHECKPOINTS, latest_checkpoint, read_trainer_state, truncate_log, write_checkpoint
 from training.data import PackedSequences, collect_text_files, pack_sequences, read_documents
 from training.masking import IGNORE_INDEX, MaskingCollator
 
-CHECKPOINTS = "checkpoints"
 LOG = "log.jsonl"
-TRAINER_STATE = "trainer_state.pt"
 
 
 @dataclass
@@ -51,6 +47,7 @@ class PretrainConfig:
     hidden: int = 768
     heads: int = 12
     intermediate: int | None = None  # default 4 * hidden
+    dropout: float = 0.1  # hidden and attention dropout of a new model
     max_len: int = 128
     max_steps: int | None = None
     max_minutes: float | None = None
@@ -81,18 +78,12 @@ class PretrainConfig:
             raise BadInputError(f"max steps must be at least 1, got {self.max_steps}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise BadInputError(f"max minutes must be positive, got {self.max_minutes}")
+        if not 0 <= self.dropout < 1:
+            raise BadInputError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0 <= self.eval_fraction < 1 or not 0 <= self.warmup_ratio < 1:
             raise BadInputError("eval fraction and warmup ratio must be in [0, 1)")
         if self.lr <= 0:
             raise BadInputError(f"learning rate must be positive, got {self.lr}")
-
-
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    """The ``checkpoints/step-N`` directory with the largest N, or ``None``."""
-    root = Path(output_dir) / CHECKPOINTS
-    steps = [(int(p.name[5:]), p) for p in root.glob("step-*")
-             if p.name[5:].isdigit() and (p / TRAINER_STATE).is_file()]
-    return max(steps)[1] if steps else None
 
 
 def pretrain(
@@ -111,7 +102,8 @@ def pretrain(
     Returns:
         Summary: ``step``, ``train_loss`` (last step), ``eval_loss``,
         ``perplexity``, ``masked_accuracy`` (held-out; ``None`` without held-out
-        data), ``seconds`` (this invocation), ``output_dir``.
+        data), ``initial_masked_accuracy`` (held-out, before the first step),
+        ``seconds`` (all invocations of the run, resumed ones summed), ``output_dir``.
     """
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
@@ -137,8 +129,9 @@ def pretrain(
     scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
     collator = MaskingCollator(tokenizer, mlm_probability=config.mlm_probability, seed=config.seed)
     step = 0
+    earlier_seconds = 0.0  # spent by the invocations that wrote the checkpoint
     if checkpoint is not None:
-        state = torch.load(checkpoint / TRAINER_STATE, weights_only=True)
+        state = read_trainer_state(checkpoint)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         collator.generator.set_state(state["mask_rng"])
@@ -146,7 +139,15 @@ def pretrain(
         if "cuda_rng" in state and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda_rng"])
         step = int(state["step"])
-    _truncate_log(output / LOG, step)
+        earlier_seconds = float(state.get("seconds", 0.0))
+    truncate_log(output / LOG, step)
+    initial = _initial_evaluation(output / LOG) if step else {}
+    if step == 0 and len(held_out):
+        initial = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
+        with open(output / LOG, "w", encoding="utf-8") as log:
+            log.write(json.dumps({"step": 0, **initial}) + "\n")
+        if progress:
+            print(_describe({"step": 0, **initial}), file=sys.stderr)
 
     record: dict = {}
     evaluation: dict = {}
@@ -158,7 +159,7 @@ def pretrain(
         for micro in range(config.grad_accum):
             index = _batch_index(len(train), config.batch_size, step * config.grad_accum + micro, config.seed)
             batch = {k: v.to(device) for k, v in collator(train.select(index)).items()}
-            loss = model(**batch).loss
+            loss = masked_lm_loss(model, batch)[0]
             (loss / config.grad_accum).backward()
             loss_sum += loss.item()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -167,13 +168,14 @@ def pretrain(
         step += 1
         timed_out = config.max_minutes is not None and time.monotonic() - started >= config.max_minutes * 60
         last = step == total or timed_out
-        record = {"step": step, "train_loss": loss_sum / config.grad_accum, "lr": scheduler.get_last_lr()[0]}
+        record = {"step": step, "train_loss": loss_sum / config.grad_accum, "lr": scheduler.get_last_lr()[0],
+                  "seconds": round(earlier_seconds + time.monotonic() - started, 3)}
         if len(held_out) and (step % config.eval_every == 0 or last):
             evaluation = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
             record.update(evaluation)
             bar.write(_describe(record), file=sys.stderr)
         if step % config.save_every == 0 or last:
-            _save_checkpoint(output, step, model, tokenizer, optimizer, scheduler, collator)
+            _save_checkpoint(output, step, model, tokenizer, optimizer, scheduler, collator, record["seconds"])
         with open(output / LOG, "a", encoding="utf-8") as log:
             log.write(json.dumps(record) + "\n")
         bar.update(1)
@@ -184,6 +186,8 @@ def pretrain(
             bar.write(f"stopping at the {config.max_minutes:g}-minute limit after step {step}", file=sys.stderr)
             break
     bar.close()
+    if not evaluation and len(held_out):  # resumed from the last checkpoint: nothing left to train
+        evaluation = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
     _save_final(output, model, tokenizer, config.nsp)
     return {
         "step": step,
@@ -191,9 +195,35 @@ def pretrain(
         "eval_loss": evaluation.get("eval_loss"),
         "perplexity": evaluation.get("perplexity"),
         "masked_accuracy": evaluation.get("masked_accuracy"),
-        "seconds": round(time.monotonic() - started, 3),
+        "initial_masked_accuracy": initial.get("masked_accuracy"),
+        "seconds": round(earlier_seconds + time.monotonic() - started, 3),
         "output_dir": str(output),
     }
+
+
+def masked_lm_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, logits, targets)`` with the vocabulary projection at selected positions only.
+
+    ``batch`` is a collator's output; ``logits`` has shape ``(selected, vocab)``.
+    Projecting only the ~15% selected positions (not all of them, as
+    ``BertForMaskedLM.forward`` does) gives the same loss for about half the
+    compute of a small model. With ``next_sentence_label`` in the batch (a
+    ``BertForPreTraining`` model) the loss adds next-sentence prediction.
+    """
+    labels = batch["labels"]
+    outputs = model.bert(
+        input_ids=batch["input_ids"],
+        attention_mask=batch.get("attention_mask"),
+        token_type_ids=batch.get("token_type_ids"),
+    )
+    selected = labels != IGNORE_INDEX
+    logits = model.cls.predictions(outputs[0][selected])
+    targets = labels[selected]
+    loss = torch.nn.functional.cross_entropy(logits, targets)
+    if "next_sentence_label" in batch:
+        nsp_logits = model.cls.seq_relationship(outputs[1])
+        loss = loss + torch.nn.functional.cross_entropy(nsp_logits, batch["next_sentence_label"])
+    return loss, logits, targets
 
 
 @torch.no_grad()
@@ -217,14 +247,11 @@ def evaluate(
     loss_sum, correct, count = 0.0, 0, 0
     for start in range(0, len(data), batch_size):
         batch = collator(data.select(slice(start, start + batch_size)))
-        labels = batch.pop("labels").to(device)
         batch.pop("next_sentence_label", None)
-        output = model(**{k: v.to(device) for k, v in batch.items()})
-        logits = output.logits if hasattr(output, "logits") else output.prediction_logits
-        selected = labels != IGNORE_INDEX
-        loss_sum += torch.nn.functional.cross_entropy(logits[selected], labels[selected], reduction="sum").item()
-        correct += int((logits[selected].argmax(-1) == labels[selected]).sum())
-        count += int(selected.sum())
+        _, logits, targets = masked_lm_loss(model, {k: v.to(device) for k, v in batch.items()})
+        loss_sum += torch.nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+        correct += int((logits.argmax(-1) == targets).sum())
+        count += len(targets)
     model.train(was_training)
     loss = loss_sum / max(count, 1)
     return {"eval_loss": loss, "perplexity": math.exp(min(loss, 50.0)), "masked_accuracy": correct / max(count, 1)}
@@ -266,6 +293,8 @@ def _load_model(config: PretrainConfig, checkpoint: Path | None):
             intermediate_size=config.intermediate or 4 * config.hidden,
             max_position_embeddings=config.max_len,
             pad_token_id=tokenizer.pad_token_id,
+            hidden_dropout_prob=config.dropout,
+            attention_probs_dropout_prob=config.dropout,
         )
         model = model_class(bert_config)
     tokenizer.model_max_length = min(config.max_len, model.config.max_position_embeddings)
@@ -288,17 +317,15 @@ def _batch_index(n: int, batch_size: int, micro_step: int, seed: int) -> torch.T
     return order[position * batch_size:(position + 1) * batch_size]
 
 
-def _save_checkpoint(output: Path, step: int, model, tokenizer, optimizer, scheduler, collator) -> Path:
-    """Write ``checkpoints/step-N`` through a temporary directory and an atomic rename."""
-    root = output / CHECKPOINTS
-    root.mkdir(exist_ok=True)
-    final = root / f"step-{step}"
-    tmp = root / f".tmp-step-{step}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(str(tmp))
-    tokenizer.save_pretrained(str(tmp))
+def _save_checkpoint(output: Path, step: int, model, tokenizer, optimizer, scheduler, collator,
+                     seconds: float) -> Path:
+    """Checkpoint everything a resumed run needs to continue exactly where this one is."""
+    def save_model(directory: Path) -> None:
+        model.save_pretrained(str(directory))
+        tokenizer.save_pretrained(str(directory))
+
     state = {
-        "step": step,
+        "seconds": seconds,
         "optimizer": optimizer.state_dict(),
         "scheduler": scheduler.state_dict(),
         "mask_rng": collator.generator.get_state(),
@@ -306,18 +333,7 @@ def _save_checkpoint(output: Path, step: int, model, tokenizer, optimizer, sched
     }
     if torch.cuda.is_available():
         state["cuda_rng"] = torch.cuda.get_rng_state_all()
-    torch.save(state, tmp / TRAINER_STATE)
-    _fsync_tree(tmp)
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-    return final
-
-
-def _fsync_tree(path: Path) -> None:
-    for file in path.iterdir():
-        with open(file, "rb") as handle:
-            os.fsync(handle.fileno())
+    return write_checkpoint(output, step, save_model, state)
 
 
 def _save_final(output: Path, model, tokenizer, nsp: bool) -> None:
@@ -332,16 +348,17 @@ def _save_final(output: Path, model, tokenizer, nsp: bool) -> None:
     tokenizer.save_pretrained(str(output))
 
 
-def _truncate_log(path: Path, step: int) -> None:
-    """Keep only records up to ``step`` (all of them are replaced on a fresh start)."""
-    if not path.exists():
-        return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
-    path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+def _initial_evaluation(path: Path) -> dict:
+    """The held-out figures of the untrained model (the log's step-0 record), or ``{}``."""
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip() and json.loads(line).get("step") == 0:
+                return json.loads(line)
+    return {}
 
 
 def _describe(record: dict) -> str:
-    return (f"step {record['step']}: train loss {record['train_loss']:.4f}, held-out loss "
+    train = f"train loss {record['train_loss']:.4f}, " if "train_loss" in record else ""
+    return (f"step {record['step']}: {train}held-out loss "
             f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
             f"masked accuracy {record['masked_accuracy']:.3f}")

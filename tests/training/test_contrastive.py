@@ -7,9 +7,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from app.cli import main
-from tests.conftest import TINY_CORPUS
+from tests.training.conftest import QUERIES, SENTENCES
 from training.contrastive import (
     ContrastiveConfig,
     Pair,
@@ -24,33 +25,9 @@ from training.contrastive import (
     simcse_pairs,
 )
 
-SENTENCES = [s.strip() + "." for s in TINY_CORPUS.replace(";", ".").replace("\n", " ").split(".") if s.strip()]
-QUERIES = {  # query id -> (text, relevant sentence index)
-    "q0": ("fox and dog", 0), "q1": ("tea picking", 1), "q2": ("roasted coffee", 2), "q3": ("rivers and sea", 3),
-    "q4": ("snow on mountain peaks", 4), "q5": ("neural representations", 5), "q6": ("ranking documents", 6),
-    "q7": ("programming language", 7), "q8": ("database tables", 8),
-}
-
 
 def _log(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def beir_dir(tmp_path_factory) -> Path:
-    """A toy BEIR dataset over the tiny corpus' sentences: train and test splits."""
-    root = tmp_path_factory.mktemp("beir") / "toy"
-    (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": f"topic {i}", "text": text}) + "\n" for i, text in enumerate(SENTENCES)))
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": qid, "text": text}) + "\n" for qid, (text, _) in QUERIES.items()))
-    rows = [(qid, f"d{doc}", 1) for qid, (_, doc) in QUERIES.items()]
-    (root / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[:6]) + "q0\td5\t0\n")
-    (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[6:]))
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +109,41 @@ def test_loss_falls_and_run_is_deterministic(trained, tiny_model_dir, pairs_file
     contrastive_train(ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(again), pairs=str(pairs_file),
                                         max_steps=20, batch_size=8, lr=1e-3, seed=0), progress=False)
     assert [r["train_loss"] for r in _log(again)] == losses  # same seed, same run
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_resume_matches_an_uninterrupted_run(tiny_model_dir, corpus_dir, tmp_path):
+    from safetensors.torch import load_file
+
+    from training.checkpoints import latest_checkpoint
+
+    def config(out: Path, **overrides) -> ContrastiveConfig:  # crops: pairs redrawn each epoch
+        return ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(out), corpus=[str(corpus_dir)],
+                                 unsupervised="crop", max_steps=9, batch_size=4, lr=1e-3, save_every=3,
+                                 **overrides)
+
+    def stop_at_7(record: dict) -> None:
+        if record["step"] == 7:
+            raise _Stop
+
+    full, split = tmp_path / "full", tmp_path / "split"
+    contrastive_train(config(full), progress=False)
+    with pytest.raises(_Stop):  # killed in step 7, after the checkpoint of step 6
+        contrastive_train(config(split), progress=False, callback=stop_at_7)
+    assert latest_checkpoint(split).name == "step-6"
+    assert sorted(p.name for p in (split / "checkpoints").iterdir()) == ["step-3", "step-6"]
+    steps: list[int] = []
+    summary = contrastive_train(config(split, resume=True), progress=False,
+                                callback=lambda record: steps.append(record["step"]))
+    assert steps == [7, 8, 9] and summary["steps"] == 9
+    assert [r["step"] for r in _log(split)] == list(range(1, 10))
+    assert [r["train_loss"] for r in _log(split)] == [r["train_loss"] for r in _log(full)]
+    expected = load_file(next(full.rglob("model.safetensors")))
+    actual = load_file(next(split.rglob("model.safetensors")))
+    assert all(torch.equal(expected[name], actual[name]) for name in expected)
 
 
 def test_output_loads_in_embedder_and_collection(trained, tmp_path):

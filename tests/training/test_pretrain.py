@@ -24,7 +24,13 @@ def _config(corpus_dir, tokenizer_dir, out: Path, **overrides) -> PretrainConfig
 
 
 def _log(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    """The training steps' records (without the step-0 held-out record)."""
+    records = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return [record for record in records if record["step"] > 0]
+
+
+def _initial_record(out: Path) -> dict:
+    return json.loads((out / "log.jsonl").read_text().splitlines()[0])
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +49,33 @@ def test_loss_falls_and_summary_is_complete(trained):
     assert summary["perplexity"] == pytest.approx(np.exp(summary["eval_loss"]))
     assert 0 <= summary["masked_accuracy"] <= 1
     assert latest_checkpoint(out).name == "step-40"
+
+
+def test_untrained_model_is_scored_before_the_first_step(trained):
+    out, summary = trained
+    initial = _initial_record(out)
+    assert initial["step"] == 0 and "train_loss" not in initial
+    assert summary["initial_masked_accuracy"] == initial["masked_accuracy"]
+    assert initial["eval_loss"] > summary["eval_loss"] + 0.5
+
+
+def test_loss_at_selected_positions_equals_the_full_model_loss(tokenizer_dir):
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+
+    from training.masking import MaskingCollator
+    from training.pretrain import masked_lm_loss
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=2, intermediate_size=64)).eval()
+    encoded = tokenizer(["rivers flow into the sea", "green tea is steamed and rolled"], padding=True,
+                        return_tensors="pt")
+    batch = MaskingCollator(tokenizer, mlm_probability=0.5, seed=1)(dict(encoded))
+    loss, logits, targets = masked_lm_loss(model, batch)
+    selected = batch["labels"] != -100
+    assert logits.shape == (int(selected.sum()), len(tokenizer)) and torch.equal(targets, batch["labels"][selected])
+    assert loss.item() == pytest.approx(model(**batch).loss.item(), rel=1e-5)
 
 
 def test_saved_model_loads_in_embedder(trained):
@@ -88,6 +121,9 @@ def test_resume_matches_an_uninterrupted_run(corpus_dir, tokenizer_dir, tmp_path
     assert steps == [4, 5, 6] and summary["step"] == 6
     assert [record["step"] for record in _log(split)] == [1, 2, 3, 4, 5, 6]
     assert [r["train_loss"] for r in _log(split)] == [r["train_loss"] for r in _log(full)]
+    assert _initial_record(split) == _initial_record(full)
+    seconds = [record["seconds"] for record in _log(split)]
+    assert seconds == sorted(seconds) and summary["seconds"] >= seconds[2]  # resumed time adds to step 3's
     expected, actual = load_file(full / "model.safetensors"), load_file(split / "model.safetensors")
     assert expected.keys() == actual.keys()
     for name in expected:
