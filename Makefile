@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all bench bench-quality ui serve clean
+.PHONY: help install demo test test-all bench bench-quality train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -18,6 +18,8 @@ help:
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
+	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
+	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
 	@echo "make clean     remove .venv, the demo collection and caches"
 
 install: $(STAMP)
@@ -52,6 +54,13 @@ bench: bench-quality
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
+
+# Training recipes: resumable stages, summary.json and a printed table.
+train-small: install
+	$(BIN)/semsearch train recipe train-small
+
+finetune-minilm: install
+	$(BIN)/semsearch train recipe finetune-minilm
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

@@ -161,6 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--json", action="store_true", help="print the summary as JSON")
     t.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
+    t = train.add_parser("recipe", help="run a training recipe end to end (resumable) and print its table")
+    t.add_argument("recipe", choices=("train-small", "finetune-minilm"),
+                   help="train-small: tokenizer, small BERT, contrastive on SciFact; "
+                        "finetune-minilm: adapt the packaged MiniLM to SciFact")
+    t.add_argument("--datasets", metavar="DIR",
+                   help="directory with pretrain-text/, scifact/, cisi/, cranfield/, medline/ (default ../shared/datasets)")
+    t.add_argument("-o", "--output", metavar="DIR", help="run directory (default runs/RECIPE)")
+    t.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
+
     p = sub.add_parser("fill", help="show a masked-LM model's top tokens for each [MASK] in a text")
     p.add_argument("text", metavar="TEXT", help="text with one or more [MASK] tokens")
     p.add_argument("--model", required=True, metavar="DIR", help="model directory (e.g. from 'semsearch train pretrain')")
@@ -460,6 +469,23 @@ def cmd_train_contrastive(args) -> int:
     return EXIT_OK
 
 
+def cmd_train_recipe(args) -> int:
+    from app.evaluate import evaluate
+    from training.recipes import DEFAULT_DATASETS, RECIPES
+
+    def score(dataset: Path, model: str, mode: str) -> dict:
+        result = evaluate(dataset, split="test", mode=mode, model=model)
+        return {key: result[key] for key in ("ndcg@10", "recall@100", "queries", "seconds")}
+
+    run, table = RECIPES[args.recipe]
+    run_dir = Path(args.output or Path("runs") / args.recipe)
+    summary = run(Path(args.datasets) if args.datasets else DEFAULT_DATASETS, run_dir, score,
+                  log=lambda line: print(f"semsearch: {args.recipe}: {line}", file=sys.stderr))
+    print(json.dumps(summary, indent=2) if args.json else table(summary))
+    print(f"semsearch: summary written to {run_dir / 'summary.json'}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_fill(args) -> int:
     from training.fill import fill_mask
 
@@ -476,6 +502,7 @@ TRAIN_COMMANDS = {
     "tokenizer": cmd_train_tokenizer,
     "pretrain": cmd_train_pretrain,
     "contrastive": cmd_train_contrastive,
+    "recipe": cmd_train_recipe,
 }
 
 COMMANDS = {

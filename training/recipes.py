@@ -1,0 +1,273 @@
+"""Training recipes behind ``make train-small`` and ``make finetune-minilm``.
+
+``semsearch train recipe NAME`` runs them; the caller passes the scorer
+(``Scorer``: dataset directory, model, mode to nDCG@10 and friends), so the
+recipes chain training steps without depending on how collections are built.
+
+A recipe is a fixed sequence of stages under its run directory. A finished
+stage leaves ``stages/<name>.json`` (its result and wall time) and is skipped
+on a rerun; training stages resume from their latest checkpoint; evaluation reuses
+the cached collections of ``semsearch eval``. So an interrupted recipe, run
+again, continues where it stopped. The last stage writes ``summary.json``
+and the recipe prints its table.
+
+``train-small``: an 8k WordPiece tokenizer and a 2-layer, 128-wide BERT
+pretrained with masked LM on the public-domain books (small enough for
+thousands of optimizer steps in the 45-minute budget: a masked LM predicts
+little more than word frequencies until it has taken enough steps to learn
+to use context), then contrastive training
+on SciFact (Contriever-style crops of its corpus, then its train split's
+query-document pairs with BM25-mined hard negatives), scored on SciFact's
+test split.
+
+``finetune-minilm``: the packaged all-MiniLM-L6-v2 trained contrastively
+on SciFact's train split, scored before and after on SciFact and on CISI,
+Cranfield and MEDLINE (which the fine-tuning must not hurt).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+from retriever.atomic import atomic_write_text
+from retriever.errors import BadInputError
+
+Scorer = Callable[[Path, str, str], dict]
+"""``score(dataset_dir, model, mode)`` -> ``{"ndcg@10": ..., ...}`` on the dataset's test split."""
+
+DEFAULT_DATASETS = Path(__file__).resolve().parent.parent.parent / "shared" / "datasets"
+STAGES = "stages"
+SUMMARY = "summary.json"
+SETTINGS = "settings.json"
+OTHER_DATASETS = ("cisi", "cranfield", "medline")
+CHECKPOINT_EVERY = 20  # contrastive steps between checkpoints (a killed recipe loses at most these)
+
+
+@dataclass(frozen=True)
+class SmallRecipe:
+    """Settings of ``train-small``: a model that pretrains in well under 45 minutes on 2 CPU cores."""
+
+    vocab_size: int = 8000
+    layers: int = 2
+    hidden: int = 128
+    heads: int = 2
+    intermediate: int = 512
+    max_len: int = 128
+    dropout: float = 0.0  # less than one pass over the books: nothing to regularise yet
+    pretrain_batch: int = 32
+    pretrain_lr: float = 2e-3
+    pretrain_steps: int = 8000
+    pretrain_minutes: float = 44.0
+    pretrain_eval_every: int = 1000
+    crop_steps: int = 160
+    crop_batch: int = 64
+    crop_lr: float = 2e-4
+    pairs_epochs: int = 5
+    pairs_batch: int = 32
+    pairs_lr: float = 1e-4
+
+
+@dataclass(frozen=True)
+class FinetuneRecipe:
+    """Settings of ``finetune-minilm``: a gentle adaptation that keeps what the encoder knew."""
+
+    model: str = "all-MiniLM-L6-v2"
+    epochs: int = 2
+    batch: int = 32
+    lr: float = 2e-5
+    hard_negatives: bool = True
+
+
+def run_stage(run_dir: Path, name: str, work: Callable[[], dict], *, log: Callable[[str], None]) -> dict:
+    """Result of stage ``name``: read from ``stages/<name>.json`` or computed by ``work`` and saved there.
+
+    ``seconds`` is the stage's wall time unless ``work`` reports its own
+    (a resumed pretraining run reports all its invocations together).
+    """
+    path = run_dir / STAGES / f"{name}.json"
+    if path.is_file():
+        log(f"{name}: done earlier ({path})")
+        return json.loads(path.read_text(encoding="utf-8"))
+    log(f"{name}: running")
+    started = time.monotonic()
+    result = work()
+    result.setdefault("seconds", round(time.monotonic() - started, 1))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecipe = SmallRecipe(), *,
+                log: Callable[[str], None] = print) -> dict:
+    """Run ``train-small`` and return its summary (also written to ``run_dir/summary.json``)."""
+    from training.contrastive import ContrastiveConfig, contrastive_train
+    from training.pretrain import PretrainConfig, pretrain
+    from training.tokenizer import train_tokenizer
+
+    books, scifact = _require(datasets / "pretrain-text"), _require(datasets / "scifact")
+    _claim(run_dir, asdict(recipe))
+    tokenizer_dir, mlm_dir = run_dir / "tokenizer", run_dir / "mlm"
+    crop_dir, contrastive_dir = run_dir / "crop", run_dir / "contrastive"
+
+    def tokenizer() -> dict:
+        train_tokenizer([books], tokenizer_dir, vocab_size=recipe.vocab_size)
+        return {"vocab_size": recipe.vocab_size}
+
+    def mlm() -> dict:
+        return pretrain(PretrainConfig(
+            text=[str(books)], output_dir=str(mlm_dir), tokenizer=str(tokenizer_dir),
+            layers=recipe.layers, hidden=recipe.hidden, heads=recipe.heads, intermediate=recipe.intermediate,
+            dropout=recipe.dropout,
+            max_len=recipe.max_len, batch_size=recipe.pretrain_batch, lr=recipe.pretrain_lr,
+            max_steps=recipe.pretrain_steps, max_minutes=recipe.pretrain_minutes,
+            eval_every=recipe.pretrain_eval_every, save_every=recipe.pretrain_eval_every, resume=True,
+        ))
+
+    def crop() -> dict:
+        return contrastive_train(ContrastiveConfig(
+            from_model=str(mlm_dir), output_dir=str(crop_dir), corpus=[str(scifact)], unsupervised="crop",
+            max_steps=recipe.crop_steps, batch_size=recipe.crop_batch, lr=recipe.crop_lr,
+            save_every=CHECKPOINT_EVERY, resume=True,
+        ))
+
+    def pairs() -> dict:
+        return contrastive_train(ContrastiveConfig(
+            from_model=str(crop_dir), output_dir=str(contrastive_dir), beir=str(scifact), split="train",
+            hard_negatives=True, epochs=recipe.pairs_epochs, batch_size=recipe.pairs_batch,
+            lr=recipe.pairs_lr, save_every=CHECKPOINT_EVERY, resume=True,
+        ))
+
+    stages = {
+        "tokenizer": run_stage(run_dir, "tokenizer", tokenizer, log=log),
+        "pretrain": run_stage(run_dir, "pretrain", mlm, log=log),
+        "contrastive-crop": run_stage(run_dir, "contrastive-crop", crop, log=log),
+        "contrastive-pairs": run_stage(run_dir, "contrastive-pairs", pairs, log=log),
+        "eval-mlm-only": run_stage(run_dir, "eval-mlm-only", lambda: score(scifact, str(mlm_dir), "dense"), log=log),
+        "eval-contrastive": run_stage(run_dir, "eval-contrastive",
+                                      lambda: score(scifact, str(contrastive_dir), "dense"), log=log),
+        "eval-bm25": run_stage(run_dir, "eval-bm25", lambda: score(scifact, str(contrastive_dir), "bm25"), log=log),
+    }
+    summary = {
+        "recipe": "train-small",
+        "settings": asdict(recipe),
+        "mlm_accuracy_before": stages["pretrain"]["initial_masked_accuracy"],
+        "mlm_accuracy_after": stages["pretrain"]["masked_accuracy"],
+        "pretrain_steps": stages["pretrain"]["step"],
+        "ndcg_mlm_only": stages["eval-mlm-only"]["ndcg@10"],
+        "ndcg_contrastive": stages["eval-contrastive"]["ndcg@10"],
+        "ndcg_bm25": stages["eval-bm25"]["ndcg@10"],
+        "wall_seconds": {name: stage["seconds"] for name, stage in stages.items()},
+    }
+    summary["wall_seconds"]["total"] = round(sum(summary["wall_seconds"].values()), 1)
+    atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: FinetuneRecipe = FinetuneRecipe(), *,
+                    log: Callable[[str], None] = print) -> dict:
+    """Run ``finetune-minilm`` and return its summary (also written to ``run_dir/summary.json``)."""
+    from training.contrastive import ContrastiveConfig, contrastive_train
+
+    scifact = _require(datasets / "scifact")
+    others = {name: _require(datasets / name) for name in OTHER_DATASETS}
+    _claim(run_dir, asdict(recipe))
+    model_dir = run_dir / "model"
+
+    def finetune() -> dict:
+        return contrastive_train(ContrastiveConfig(
+            from_model=recipe.model, output_dir=str(model_dir), beir=str(scifact), split="train",
+            hard_negatives=recipe.hard_negatives, epochs=recipe.epochs, batch_size=recipe.batch,
+            lr=recipe.lr, save_every=CHECKPOINT_EVERY, resume=True,
+        ))
+
+    stages = {"finetune": run_stage(run_dir, "finetune", finetune, log=log)}
+    scores: dict[str, dict[str, float]] = {}
+    for name, path in {"scifact": scifact, **others}.items():
+        for when, model in (("before", recipe.model), ("after", str(model_dir))):
+            stage = f"eval-{name}-{when}"
+            stages[stage] = run_stage(run_dir, stage, lambda p=path, m=model: score(p, m, "dense"), log=log)
+            scores.setdefault(name, {})[when] = stages[stage]["ndcg@10"]
+    summary = {
+        "recipe": "finetune-minilm",
+        "settings": asdict(recipe),
+        "ndcg_before": scores["scifact"]["before"],
+        "ndcg_after": scores["scifact"]["after"],
+        "others": {name: scores[name] for name in OTHER_DATASETS},
+        "wall_seconds": {name: stage["seconds"] for name, stage in stages.items()},
+    }
+    summary["wall_seconds"]["total"] = round(sum(summary["wall_seconds"].values()), 1)
+    atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def format_small(summary: dict) -> str:
+    """The ``train-small`` table: masked-LM accuracy, SciFact nDCG@10 and wall times, with the bars."""
+    gain = summary["ndcg_contrastive"] - summary["ndcg_mlm_only"]
+    rows = [
+        ("held-out masked accuracy, untrained", f"{summary['mlm_accuracy_before']:.4f}", ""),
+        (f"held-out masked accuracy, after {summary['pretrain_steps']} steps", f"{summary['mlm_accuracy_after']:.4f}",
+         _bar(summary["mlm_accuracy_after"] >= 0.25, ">= 0.25")),
+        ("SciFact nDCG@10, BM25", f"{summary['ndcg_bm25']:.4f}", ""),
+        ("SciFact nDCG@10, MLM only (mean pooling)", f"{summary['ndcg_mlm_only']:.4f}", ""),
+        ("SciFact nDCG@10, contrastive", f"{summary['ndcg_contrastive']:.4f}",
+         _bar(gain >= 0.15, f"{gain:+.4f} over MLM only, bar +0.15")),
+    ]
+    return "\n".join([_table(rows, ("train-small", "value", "")), "", _wall_table(summary["wall_seconds"])])
+
+
+def format_finetune(summary: dict) -> str:
+    """The ``finetune-minilm`` table: nDCG@10 before and after on each dataset, with the bars."""
+    rows = [("scifact", f"{summary['ndcg_before']:.4f}", f"{summary['ndcg_after']:.4f}",
+             f"{summary['ndcg_after'] - summary['ndcg_before']:+.4f}",
+             _bar(summary["ndcg_after"] >= 0.69, "after >= 0.69"))]
+    for name, scores in summary["others"].items():
+        change = scores["after"] - scores["before"]
+        rows.append((name, f"{scores['before']:.4f}", f"{scores['after']:.4f}", f"{change:+.4f}",
+                     _bar(change >= -0.01, "loss <= 0.01")))
+    header = ("dense nDCG@10", "before", "after", "change", "")
+    return "\n".join([_table(rows, header), "", _wall_table(summary["wall_seconds"])])
+
+
+def _bar(met: bool, text: str) -> str:
+    return f"{'met' if met else 'MISSED'} ({text})"
+
+
+def _table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [header, tuple("-" * w for w in widths), *rows]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def _wall_table(seconds: dict[str, float]) -> str:
+    rows = [(name, f"{value:.0f}", f"{value / 60:.1f}") for name, value in seconds.items()]
+    return _table(rows, ("stage", "seconds", "minutes"))
+
+
+def _claim(run_dir: Path, settings: dict) -> None:
+    """Record the recipe's settings in ``run_dir``, or refuse a directory holding a run with other settings."""
+    path = run_dir / SETTINGS
+    if path.is_file():
+        earlier = json.loads(path.read_text(encoding="utf-8"))
+        if earlier != settings:
+            changed = ", ".join(sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k)))
+            raise BadInputError(f"{run_dir} holds a run with other settings ({changed}); "
+                                "remove it or choose another output directory")
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(settings, indent=2) + "\n")
+
+
+def _require(path: Path) -> Path:
+    if not path.exists():
+        raise BadInputError(f"{path}: not found (the recipes read ../shared/datasets; see --datasets)")
+    return path
+
+
+RECIPES = {
+    "train-small": (train_small, format_small),
+    "finetune-minilm": (finetune_minilm, format_finetune),
+}
