@@ -3,8 +3,9 @@
 A simple loop: AdamW, linear warmup then linear decay, gradient accumulation,
 dynamic masking (``training.masking``), optional next-sentence prediction.
 Checkpoints land in ``OUT/checkpoints/step-N`` (model, tokenizer, optimizer,
-scheduler, step and RNG states; see ``training.checkpoints``). Batch order depends only on the seed and the step, so a
-resumed run sees the same data as an uninterrupted one. The final
+scheduler, step and RNG states; see ``training.checkpoints``). Batch order
+depends only on the seed and the step, so a resumed run sees the same data
+as an uninterrupted one. The final
 ``BertForMaskedLM`` and its tokenizer are saved to ``OUT`` itself, where
 ``Embedder`` (mean pooling) and ``semsearch fill`` load them.
 """

@@ -253,7 +253,8 @@ def _claim(run_dir: Path, settings: dict) -> None:
     if path.is_file():
         earlier = json.loads(path.read_text(encoding="utf-8"))
         if earlier != settings:
-            changed = ", ".join(sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k)))
+            keys = settings.keys() | earlier.keys()
+            changed = ", ".join(sorted(k for k in keys if settings.get(k) != earlier.get(k)))
             raise BadInputError(f"{run_dir} holds a run with other settings ({changed}); "
                                 "remove it or choose another output directory")
         return
