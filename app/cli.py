@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--heads", type=int, default=12, metavar="A", help="attention heads of a new model (default 12)")
     t.add_argument("--intermediate", type=int, metavar="I", help="feed-forward size of a new model (default 4 x hidden)")
     t.add_argument("--dropout", type=float, default=0.1, help="hidden and attention dropout of a new model (default 0.1)")
+    t.add_argument("--positions", choices=("absolute", "rotary"), default="absolute",
+                   help="position embeddings of a new model: absolute (BertForMaskedLM, default) or "
+                        "rotary (RoFormerForMaskedLM; learns far faster at small sizes)")
     t.add_argument("--max-len", type=int, default=128, metavar="N", help="tokens per sequence (default 128)")
     t.add_argument("--max-steps", type=int, metavar="N", help="optimizer steps (default: one pass over the text)")
     t.add_argument("--max-minutes", type=float, metavar="M", help="stop cleanly, and save, after M minutes")
@@ -431,6 +434,7 @@ def cmd_train_pretrain(args) -> int:
     config = PretrainConfig(
         text=args.text, output_dir=args.output, tokenizer=args.tokenizer, from_model=args.from_model,
         layers=args.layers, hidden=args.hidden, heads=args.heads, intermediate=args.intermediate, dropout=args.dropout,
+        positions=args.positions,
         max_len=args.max_len, max_steps=args.max_steps, max_minutes=args.max_minutes,
         batch_size=args.batch_size, grad_accum=args.grad_accum, lr=args.lr, warmup_ratio=args.warmup_ratio,
         eval_fraction=args.eval_fraction, eval_every=args.eval_every, save_every=args.save_every,

@@ -2,6 +2,11 @@
 
 A simple loop: AdamW, linear warmup then linear decay, gradient accumulation,
 dynamic masking (``training.masking``), optional next-sentence prediction.
+A new model places tokens with BERT's learned absolute position embeddings
+(``BertForMaskedLM``) or with rotary position embeddings (RoFormer's BERT,
+``RoFormerForMaskedLM``): rotary attention sees relative offsets from the
+first step, so a small model learns to read a masked token's neighbours
+in hundreds of steps rather than thousands.
 Checkpoints land in ``OUT/checkpoints/step-N`` (model, tokenizer, optimizer,
 scheduler, step and RNG states; see ``training.checkpoints``). Batch order
 depends only on the seed and the step, so a resumed run sees the same data
@@ -28,6 +33,8 @@ from training.data import PackedSequences, collect_text_files, pack_sequences, r
 from training.masking import IGNORE_INDEX, MaskingCollator
 
 LOG = "log.jsonl"
+POSITIONS = ("absolute", "rotary")
+_MODEL_TYPES = ("bert", "roformer")  # models whose masked-LM head masked_lm_loss knows
 
 
 @dataclass
@@ -49,6 +56,7 @@ class PretrainConfig:
     heads: int = 12
     intermediate: int | None = None  # default 4 * hidden
     dropout: float = 0.1  # hidden and attention dropout of a new model
+    positions: str = "absolute"  # a new model's position embeddings: "absolute" or "rotary"
     max_len: int = 128
     max_steps: int | None = None
     max_minutes: float | None = None
@@ -79,6 +87,10 @@ class PretrainConfig:
             raise BadInputError(f"max steps must be at least 1, got {self.max_steps}")
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise BadInputError(f"max minutes must be positive, got {self.max_minutes}")
+        if self.positions not in POSITIONS:
+            raise BadInputError(f"positions must be one of {', '.join(POSITIONS)}, got {self.positions!r}")
+        if self.nsp and self.positions != "absolute" and self.from_model is None:
+            raise BadInputError("next-sentence prediction needs absolute positions (BertForPreTraining)")
         if not 0 <= self.dropout < 1:
             raise BadInputError(f"dropout must be in [0, 1), got {self.dropout}")
         if not 0 <= self.eval_fraction < 1 or not 0 <= self.warmup_ratio < 1:
@@ -205,14 +217,15 @@ def pretrain(
 def masked_lm_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(loss, logits, targets)`` with the vocabulary projection at selected positions only.
 
-    ``batch`` is a collator's output; ``logits`` has shape ``(selected, vocab)``.
+    ``batch`` is a collator's output; ``logits`` has shape ``(selected, vocab)``;
+    ``model`` is a ``BertForMaskedLM``, ``BertForPreTraining`` or ``RoFormerForMaskedLM``.
     Projecting only the ~15% selected positions (not all of them, as
     ``BertForMaskedLM.forward`` does) gives the same loss for about half the
     compute of a small model. With ``next_sentence_label`` in the batch (a
     ``BertForPreTraining`` model) the loss adds next-sentence prediction.
     """
     labels = batch["labels"]
-    outputs = model.bert(
+    outputs = model.base_model(
         input_ids=batch["input_ids"],
         attention_mask=batch.get("attention_mask"),
         token_type_ids=batch.get("token_type_ids"),
@@ -260,12 +273,11 @@ def evaluate(
 
 def _load_model(config: PretrainConfig, checkpoint: Path | None):
     """``(tokenizer, model)`` from the checkpoint, the model to continue, or a new config."""
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertForPreTraining
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, BertForPreTraining
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
-    model_class = BertForPreTraining if config.nsp else BertForMaskedLM
     source = checkpoint or (Path(config.from_model) if config.from_model else None)
     tokenizer_source = source or Path(config.tokenizer)
     if not tokenizer_source.is_dir():
@@ -278,28 +290,45 @@ def _load_model(config: PretrainConfig, checkpoint: Path | None):
         raise BadInputError(f"tokenizer in {tokenizer_source} lacks [MASK], [CLS] or [SEP]")
     if source is not None:
         try:
-            model = model_class.from_pretrained(str(source))
+            model_type = AutoConfig.from_pretrained(str(source)).model_type
         except (OSError, ValueError) as exc:
-            raise BadInputError(f"cannot load a BERT model from {source}: {str(exc).splitlines()[0]}") from None
+            raise BadInputError(f"cannot load a model config from {source}: {str(exc).splitlines()[0]}") from None
+        if model_type not in _MODEL_TYPES:
+            raise BadInputError(f"{source} holds a {model_type!r} model; pretraining continues BERT or RoFormer models")
+        if config.nsp and model_type != "bert":
+            raise BadInputError(f"next-sentence prediction needs a BERT model, {source} holds {model_type!r}")
+        try:
+            model = (BertForPreTraining if config.nsp else AutoModelForMaskedLM).from_pretrained(str(source))
+        except (OSError, ValueError) as exc:
+            raise BadInputError(f"cannot load a model from {source}: {str(exc).splitlines()[0]}") from None
         if config.max_len > model.config.max_position_embeddings:
             raise BadInputError(
                 f"max length {config.max_len} exceeds the model's {model.config.max_position_embeddings} positions"
             )
     else:
-        bert_config = BertConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=config.hidden,
-            num_hidden_layers=config.layers,
-            num_attention_heads=config.heads,
-            intermediate_size=config.intermediate or 4 * config.hidden,
-            max_position_embeddings=config.max_len,
-            pad_token_id=tokenizer.pad_token_id,
-            hidden_dropout_prob=config.dropout,
-            attention_probs_dropout_prob=config.dropout,
-        )
-        model = model_class(bert_config)
+        model = _new_model(config, tokenizer)
     tokenizer.model_max_length = min(config.max_len, model.config.max_position_embeddings)
     return tokenizer, model
+
+
+def _new_model(config: PretrainConfig, tokenizer):
+    """A randomly initialised masked-LM model of the configured size and position embeddings."""
+    from transformers import BertConfig, BertForMaskedLM, BertForPreTraining, RoFormerConfig, RoFormerForMaskedLM
+
+    size = dict(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden,
+        num_hidden_layers=config.layers,
+        num_attention_heads=config.heads,
+        intermediate_size=config.intermediate or 4 * config.hidden,
+        max_position_embeddings=config.max_len,
+        pad_token_id=tokenizer.pad_token_id,
+        hidden_dropout_prob=config.dropout,
+        attention_probs_dropout_prob=config.dropout,
+    )
+    if config.positions == "rotary":
+        return RoFormerForMaskedLM(RoFormerConfig(embedding_size=config.hidden, **size))
+    return (BertForPreTraining if config.nsp else BertForMaskedLM)(BertConfig(**size))
 
 
 def _param_groups(model, weight_decay: float) -> list[dict]:

@@ -57,10 +57,11 @@ class SmallRecipe:
     heads: int = 2
     intermediate: int = 512
     max_len: int = 128
+    positions: str = "rotary"  # absolute positions leave a model this small near unigram guessing for thousands of steps
     dropout: float = 0.0  # less than one pass over the books: nothing to regularise yet
     pretrain_batch: int = 32
     pretrain_lr: float = 2e-3
-    pretrain_steps: int = 8000
+    pretrain_steps: int = 9000
     pretrain_minutes: float = 44.0
     pretrain_eval_every: int = 1000
     crop_steps: int = 160
@@ -121,7 +122,7 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
         return pretrain(PretrainConfig(
             text=[str(books)], output_dir=str(mlm_dir), tokenizer=str(tokenizer_dir),
             layers=recipe.layers, hidden=recipe.hidden, heads=recipe.heads, intermediate=recipe.intermediate,
-            dropout=recipe.dropout,
+            dropout=recipe.dropout, positions=recipe.positions,
             max_len=recipe.max_len, batch_size=recipe.pretrain_batch, lr=recipe.pretrain_lr,
             max_steps=recipe.pretrain_steps, max_minutes=recipe.pretrain_minutes,
             eval_every=recipe.pretrain_eval_every, save_every=recipe.pretrain_eval_every, resume=True,

@@ -15,11 +15,13 @@ def test_train_tokenizer_then_pretrain_then_fill(corpus_dir, tmp_path, capsys):
     assert (tok / "tokenizer.json").is_file()
     sizes = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items()]
     assert main(["train", "pretrain", "--text", str(corpus_dir), "--tokenizer", str(tok), "-o", str(model),
-                 *sizes, "--max-steps", "3", "--batch-size", "4", "--eval-every", "1", "--dropout", "0", "--json"]) == 0
+                 *sizes, "--max-steps", "3", "--batch-size", "4", "--eval-every", "1", "--dropout", "0", "--json",
+                 "--positions", "rotary"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["step"] == 3 and summary["perplexity"] > 1
     config = json.loads((model / "config.json").read_text())
     assert config["hidden_dropout_prob"] == config["attention_probs_dropout_prob"] == 0
+    assert config["architectures"] == ["RoFormerForMaskedLM"]
     assert {"config.json", "model.safetensors", "tokenizer.json", "log.jsonl"} <= {p.name for p in model.iterdir()}
     assert (model / "checkpoints" / "step-3" / "trainer_state.pt").is_file()
     assert [json.loads(line)["step"] for line in (model / "log.jsonl").read_text().splitlines()] == [0, 1, 2, 3]

@@ -59,16 +59,21 @@ def test_untrained_model_is_scored_before_the_first_step(trained):
     assert initial["eval_loss"] > summary["eval_loss"] + 0.5
 
 
-def test_loss_at_selected_positions_equals_the_full_model_loss(tokenizer_dir):
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+@pytest.mark.parametrize("architecture", ["bert", "roformer"])
+def test_loss_at_selected_positions_equals_the_full_model_loss(tokenizer_dir, architecture):
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, RoFormerConfig, RoFormerForMaskedLM
 
     from training.masking import MaskingCollator
     from training.pretrain import masked_lm_loss
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     torch.manual_seed(0)
-    model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
-                                       num_attention_heads=2, intermediate_size=64)).eval()
+    size = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                intermediate_size=64)
+    if architecture == "bert":
+        model = BertForMaskedLM(BertConfig(**size)).eval()
+    else:
+        model = RoFormerForMaskedLM(RoFormerConfig(embedding_size=32, **size)).eval()
     encoded = tokenizer(["rivers flow into the sea", "green tea is steamed and rolled"], padding=True,
                         return_tensors="pt")
     batch = MaskingCollator(tokenizer, mlm_probability=0.5, seed=1)(dict(encoded))
@@ -147,3 +152,47 @@ def test_time_limit_stops_cleanly_and_saves(corpus_dir, tokenizer_dir, tmp_path)
     assert summary["step"] == 1 and summary["eval_loss"] is not None
     assert latest_checkpoint(out).name == "step-1" and (out / "model.safetensors").is_file()
     assert [p.name for p in (out / "checkpoints").iterdir()] == ["step-1"]  # no temporary directory left
+
+
+def test_rotary_positions_train_resume_and_load(corpus_dir, tokenizer_dir, tmp_path):
+    from retriever import Embedder
+
+    out = tmp_path / "rotary"
+
+    def run(**overrides):
+        settings = dict(max_steps=40, warmup_ratio=0.1, positions="rotary", save_every=10, **overrides)
+        return _config(corpus_dir, tokenizer_dir, out, **settings)
+
+    with pytest.raises(_Stop):
+        pretrain(run(), progress=False, callback=_stop_at(25))
+    steps: list[int] = []
+    pretrain(run(resume=True), progress=False, callback=lambda record: steps.append(record["step"]))
+    assert steps == list(range(21, 41))
+    losses = [record["train_loss"] for record in _log(out)]
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["RoFormerForMaskedLM"]
+    assert Embedder(out).embed(["rivers flow into the sea"]).shape == (1, TINY["hidden"])
+    assert len(fill_mask("rivers flow into the [MASK].", out, k=2)[0]) == 2
+
+    continued = pretrain(_config(corpus_dir, None, tmp_path / "continued", from_model=str(out), max_steps=2),
+                         progress=False)
+    assert continued["step"] == 2
+    config = json.loads((tmp_path / "continued" / "config.json").read_text())
+    assert config["architectures"] == ["RoFormerForMaskedLM"]
+
+
+def test_settings_that_cannot_work_are_refused(corpus_dir, tokenizer_dir, tmp_path):
+    from transformers import AutoTokenizer, DistilBertConfig
+
+    from retriever.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="next-sentence prediction needs absolute positions"):
+        pretrain(_config(corpus_dir, tokenizer_dir, tmp_path / "a", positions="rotary", nsp=True), progress=False)
+    with pytest.raises(BadInputError, match="positions must be one of absolute, rotary"):
+        pretrain(_config(corpus_dir, tokenizer_dir, tmp_path / "b", positions="sinusoidal"), progress=False)
+    other = tmp_path / "distilbert"
+    DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64).save_pretrained(str(other))
+    AutoTokenizer.from_pretrained(str(tokenizer_dir)).save_pretrained(str(other))
+    with pytest.raises(BadInputError, match="holds a 'distilbert' model; pretraining continues BERT or RoFormer"):
+        pretrain(_config(corpus_dir, None, tmp_path / "c", from_model=str(other), max_steps=1), progress=False)
+    assert not (tmp_path / "c" / "config.json").exists()
