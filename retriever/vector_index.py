@@ -40,13 +40,21 @@ def write_generation(root: Path, generation: int, index: faiss.Index) -> Path:
 
 
 def read_generation(root: Path, generation: int) -> faiss.Index:
-    """Load ``generation``'s index; raises ``FileNotFoundError`` if it is gone."""
+    """Load ``generation``'s index.
+
+    Raises:
+        FileNotFoundError: The file is gone, also when a writer removed it
+            between the check and the read (the caller looks for a newer generation).
+        CorruptCollectionError: The file exists but is not a readable index.
+    """
     path = index_path(root, generation)
     if not path.exists():
         raise FileNotFoundError(path)
     try:
         return faiss.read_index(str(path))
     except RuntimeError as exc:
+        if not path.exists():
+            raise FileNotFoundError(path) from None
         raise CorruptCollectionError(f"cannot read vector index {path}: {exc}") from None
 
 
