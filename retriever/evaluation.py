@@ -10,12 +10,12 @@ averaged over every query of the split (a query with no hits scores 0).
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from retriever.errors import BadInputError
+from retriever.jsonl import read_jsonl
 
 METRICS = ("ndcg@10", "mrr@10", "recall@100", "map@100")
 DEPTH = 100  # documents retrieved per query
@@ -50,10 +50,8 @@ class BeirDataset:
 
     def corpus(self) -> Iterator[dict]:
         """Corpus records ``{"_id", "title", "text", ...}``, streamed."""
-        with self.corpus_path.open(encoding="utf-8") as lines:
-            for line in lines:
-                if line.strip():
-                    yield json.loads(line)
+        for _, record in read_jsonl(self.corpus_path, "a BEIR corpus record"):
+            yield record
 
 
 def load_beir(root: str | Path, split: str = "test") -> BeirDataset:
@@ -98,15 +96,10 @@ def _read_qrels(path: Path) -> Qrels:
 
 def _read_queries(path: Path) -> dict[str, str]:
     queries = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                queries[str(record["_id"])] = record["text"]
-            except (json.JSONDecodeError, KeyError, TypeError) as exc:
-                raise BadInputError(f"{path}:{number}: not a BEIR query record ({exc})") from None
+    for number, record in read_jsonl(path, "a BEIR query record"):
+        if "_id" not in record or not isinstance(record.get("text"), str):
+            raise BadInputError(f"{path}:{number}: not a BEIR query record (needs \"_id\" and a \"text\" string)")
+        queries[str(record["_id"])] = record["text"]
     return queries
 
 

@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 import torch
 
 from retriever.errors import BadInputError
+from retriever.jsonl import read_jsonl
 from training.checkpoints import latest_checkpoint, read_trainer_state, truncate_log, write_checkpoint
 from training.data import collect_text_files, read_documents
 
@@ -118,20 +119,13 @@ def read_pairs(path: str | Path) -> list[Pair]:
     if not path.is_file():
         raise BadInputError(f"{path}: no such file")
     pairs = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                anchor, positive, negative = record["anchor"], record["positive"], record.get("negative")
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
-                raise BadInputError(f"{path}:{number}: not an anchor/positive record ({exc})") from None
-            if not all(isinstance(t, str) and t.strip() for t in (anchor, positive)) or not (
-                negative is None or (isinstance(negative, str) and negative.strip())
-            ):
-                raise BadInputError(f"{path}:{number}: anchor, positive and negative must be non-empty strings")
-            pairs.append(Pair(anchor, positive, negative))
+    for number, record in read_jsonl(path, "an anchor/positive record"):
+        anchor, positive, negative = record.get("anchor"), record.get("positive"), record.get("negative")
+        if not all(isinstance(t, str) and t.strip() for t in (anchor, positive)) or not (
+            negative is None or (isinstance(negative, str) and negative.strip())
+        ):
+            raise BadInputError(f"{path}:{number}: anchor, positive and negative must be non-empty strings")
+        pairs.append(Pair(anchor, positive, negative))
     if not pairs:
         raise BadInputError(f"{path} holds no pairs")
     return pairs
@@ -190,15 +184,10 @@ def read_corpus(paths: Sequence[str | Path]) -> list[str]:
         path = Path(raw).expanduser()
         jsonl = path / "corpus.jsonl" if path.is_dir() else path
         if jsonl.suffix == ".jsonl" and jsonl.is_file():
-            with jsonl.open(encoding="utf-8") as lines:
-                for number, line in enumerate(lines, start=1):
-                    if line.strip():
-                        try:
-                            text = _doc_text(json.loads(line)).strip()
-                        except (json.JSONDecodeError, AttributeError) as exc:
-                            raise BadInputError(f"{jsonl}:{number}: not a corpus record ({exc})") from None
-                        if text:
-                            documents.append(text)
+            for _, record in read_jsonl(jsonl, "a corpus record"):
+                text = _doc_text(record).strip()
+                if text:
+                    documents.append(text)
         else:
             documents.extend(read_documents(collect_text_files([path])))
     if not documents:

@@ -70,3 +70,15 @@ def test_load_beir_errors_name_the_problem(tmp_path):
 def test_run_queries_drops_the_query_itself():
     run = run_queries(lambda text: ["q1", "d1", "d2"], {"q1": "text"}, progress=False)
     assert run == {"q1": ["d1", "d2"]}
+
+
+def test_malformed_beir_files_name_the_line(tmp_path):
+    root = write_beir(tmp_path / "ds", [("q1", "d1", 1)], {"q1": "one"})
+    with open(root / "corpus.jsonl", "a", encoding="utf-8") as corpus:
+        corpus.write("not json\n")
+    dataset = load_beir(root)
+    with pytest.raises(BadInputError, match=r"corpus\.jsonl:2: not a BEIR corpus record \(invalid JSON"):
+        list(dataset.corpus())
+    (root / "queries.jsonl").write_text('{"_id": "q1"}\n', encoding="utf-8")
+    with pytest.raises(BadInputError, match=r"queries\.jsonl:1: not a BEIR query record"):
+        load_beir(root)
