@@ -12,7 +12,6 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import json
 import logging
 import os
 import re
@@ -29,6 +28,7 @@ from pypdf import PasswordType, PdfReader
 
 from retriever.documents import Document
 from retriever.errors import BadInputError
+from retriever.jsonl import json_type, parse_json_object
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(
     {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl", ".csv"}
@@ -443,14 +443,9 @@ def _json_object(line: str) -> dict[str, Any]:
         _Rejected: the line is not valid JSON or not an object.
     """
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise _Rejected(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise _Rejected("invalid JSON: nested too deeply") from None
-    if not isinstance(record, dict):
-        raise _Rejected(f"record is {_json_type(record)}, not an object")
-    return record
+        return parse_json_object(line)
+    except ValueError as exc:
+        raise _Rejected(str(exc)) from None
 
 
 def _csv_documents(
@@ -574,15 +569,15 @@ def _record_document(
     if isinstance(doc_id, int) and not isinstance(doc_id, bool):
         doc_id = str(doc_id)
     if not isinstance(doc_id, str):
-        raise _Rejected(f"{id_key!r} is {_json_type(doc_id)}, not a string or integer")
+        raise _Rejected(f"{id_key!r} is {json_type(doc_id)}, not a string or integer")
     if not doc_id.strip():
         raise _Rejected(f"{id_key!r} is empty")
     if not isinstance(text, str):
-        raise _Rejected(f"{text_key!r} is {_json_type(text)}, not a string")
+        raise _Rejected(f"{text_key!r} is {json_type(text)}, not a string")
     if not text.strip():
         raise _Rejected(f"{text_key!r} is empty")
     if title is not None and not isinstance(title, str):
-        raise _Rejected(f"{title_key!r} is {_json_type(title)}, not a string")
+        raise _Rejected(f"{title_key!r} is {json_type(title)}, not a string")
     extra = {name: value for name, value in record.items() if name not in keys}
     return Document(id=doc_id, text=text, title=title or "", metadata=defaults | extra)
 
@@ -597,20 +592,6 @@ def _claim_id(doc_id: str, lineno: int, first_line: dict[str, int]) -> None:
         raise _Rejected(f"duplicate id {doc_id!r} (first on line {first_line[doc_id]})")
     first_line[doc_id] = lineno
 
-
-def _json_type(value: Any) -> str:
-    """The JSON type of a value, with its article: "an array", "a number", "null"."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from retriever.errors import BadInputError
 
@@ -34,16 +34,46 @@ def read_jsonl(path: str | Path, what: str = "a JSON object") -> Iterator[tuple[
     with handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8").rstrip("\r\n")
             except UnicodeDecodeError as exc:
                 raise BadInputError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                reason = f"invalid JSON: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                raise BadInputError(f"{path}:{number}: not {what} ({reason})") from None
-            if not isinstance(record, dict):
-                raise BadInputError(f"{path}:{number}: not {what} (a JSON {type(record).__name__}, not an object)")
+                record = parse_json_object(line)
+            except ValueError as exc:
+                raise BadInputError(f"{path}:{number}: not {what} ({exc})") from None
             yield number, record
+
+
+def parse_json_object(line: str) -> dict[str, Any]:
+    """One JSON Lines line parsed as a JSON object.
+
+    Raises:
+        ValueError: The line is not valid JSON or not an object; the message
+            says why ("invalid JSON: ... (column N)", "record is an array, not an object").
+    """
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply") from None
+    if not isinstance(record, dict):
+        raise ValueError(f"record is {json_type(record)}, not an object")
+    return record
+
+
+def json_type(value: Any) -> str:
+    """The JSON type of a value, with its article: "an array", "a number", "null"."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

@@ -15,10 +15,10 @@ def test_objects_come_with_line_numbers_skipping_blank_lines_and_a_bom(tmp_path)
 
 
 @pytest.mark.parametrize("line, reason", [
-    ('{"a": ', "invalid JSON"),
-    ("[1, 2]", "a JSON list, not an object"),
-    ('"text"', "a JSON str, not an object"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"a": ', r"invalid JSON: Expecting value \(column 7\)"),
+    ("[1, 2]", "record is an array, not an object"),
+    ('"text"', "record is a string, not an object"),
+    ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested too deeply"),
 ])
 def test_a_bad_line_names_file_line_and_cause(tmp_path, line, reason):
     path = tmp_path / "bad.jsonl"
