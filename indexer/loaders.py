@@ -593,7 +593,6 @@ def _claim_id(doc_id: str, lineno: int, first_line: dict[str, int]) -> None:
     first_line[doc_id] = lineno
 
 
-
 def _first_line(exc: BaseException) -> str:
     """The first non-blank line of an exception's message, else its type name."""
     lines = str(exc).strip().splitlines()

@@ -337,8 +337,13 @@ def contrastive_train(
         print(f"no checkpoint in {output / 'checkpoints'}; starting from step 0", file=sys.stderr)
     dev = _load_dev(config) if config.dev else None
     pairs_of = _build_pairs(config)
-    first = pairs_of(0)
-    batches = no_duplicate_batches(first, config.batch_size, config.seed * 1_000_003)
+
+    def epoch_batches(epoch: int) -> tuple[list[Pair], list[list[int]]]:
+        """The pairs of ``epoch`` and their duplicate-free batches (seeded by the epoch)."""
+        pairs = pairs_of(epoch)
+        return pairs, no_duplicate_batches(pairs, config.batch_size, config.seed * 1_000_003 + epoch)
+
+    first, batches = epoch_batches(0)
     if not batches:
         raise BadInputError("too few distinct pairs for one batch of two")
     total = config.max_steps or config.epochs * len(batches)
@@ -367,8 +372,7 @@ def contrastive_train(
         best_ndcg, best_step = state.get("best_ndcg"), state.get("best_step")
         earlier_seconds = float(state["seconds"])
         if epoch:
-            pairs = pairs_of(epoch)
-            batches = no_duplicate_batches(pairs, config.batch_size, config.seed * 1_000_003 + epoch)
+            pairs, batches = epoch_batches(epoch)
     truncate_log(output / LOG, done)
     record: dict = {}
     bar = tqdm(total=total, initial=done, disable=not progress, file=sys.stderr, desc="contrastive", unit="step")
@@ -376,8 +380,7 @@ def contrastive_train(
     for step in range(done + 1, total + 1):
         if position == len(batches):
             epoch, position = epoch + 1, 0
-            pairs = pairs_of(epoch)
-            batches = no_duplicate_batches(pairs, config.batch_size, config.seed * 1_000_003 + epoch)
+            pairs, batches = epoch_batches(epoch)
         rows = [pairs[i] for i in batches[position]]
         position += 1
         features = [{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in model.preprocess(column).items()}

@@ -161,11 +161,8 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
         "ndcg_mlm_only": stages["eval-mlm-only"]["ndcg@10"],
         "ndcg_contrastive": stages["eval-contrastive"]["ndcg@10"],
         "ndcg_bm25": stages["eval-bm25"]["ndcg@10"],
-        "wall_seconds": {name: stage["seconds"] for name, stage in stages.items()},
     }
-    summary["wall_seconds"]["total"] = round(sum(summary["wall_seconds"].values()), 1)
-    atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
-    return summary
+    return _write_summary(run_dir, summary, stages)
 
 
 def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: FinetuneRecipe = FinetuneRecipe(), *,
@@ -198,9 +195,14 @@ def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: Finetu
         "ndcg_before": scores["scifact"]["before"],
         "ndcg_after": scores["scifact"]["after"],
         "others": {name: scores[name] for name in OTHER_DATASETS},
-        "wall_seconds": {name: stage["seconds"] for name, stage in stages.items()},
     }
-    summary["wall_seconds"]["total"] = round(sum(summary["wall_seconds"].values()), 1)
+    return _write_summary(run_dir, summary, stages)
+
+
+def _write_summary(run_dir: Path, summary: dict, stages: dict[str, dict]) -> dict:
+    """``summary`` with ``wall_seconds`` (each stage's, and their total) added, written to ``run_dir/summary.json``."""
+    seconds = {name: stage["seconds"] for name, stage in stages.items()}
+    summary = {**summary, "wall_seconds": {**seconds, "total": round(sum(seconds.values()), 1)}}
     atomic_write_text(run_dir / SUMMARY, json.dumps(summary, indent=2) + "\n")
     return summary
 
