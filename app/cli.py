@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=10, metavar="N", help="number of documents (default 10)")
     p.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"lang": "en", "year": {"$gte": 2020}}\'')
     search_mode_args(p)
+    p.add_argument("--exact", action="store_true", help="exact vector search also in large, approximately indexed segments")
     p.add_argument("--json", action="store_true", help="print hits as a JSON list")
 
     p = sub.add_parser("eval", help="measure retrieval quality on a BEIR-format dataset")
@@ -76,9 +77,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("ids", nargs="+", metavar="ID")
     collection_arg(p)
 
-    p = sub.add_parser("info", help="show a collection's size, model and settings")
+    p = sub.add_parser("info", help="show a collection's size, model, settings and segments")
     collection_arg(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
+
+    p = sub.add_parser("compact", help="merge a collection's segments into one, dropping deleted rows")
+    collection_arg(p)
+
+    p = sub.add_parser("upgrade", help="convert a collection written by an older semsearch to the current format")
+    collection_arg(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
     p = sub.add_parser("ui", help="start the search UI in the browser (Streamlit)")
     p.add_argument("-c", "--collection", required=True, metavar="DIR",
@@ -262,7 +270,9 @@ def cmd_search(args) -> int:
     if args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     with Collection.open(args.collection) as collection:
-        hits = collection.search(args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha)
+        hits = collection.search(
+            args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha, exact=args.exact
+        )
     if args.json:
         print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
         return EXIT_OK
@@ -331,6 +341,26 @@ def cmd_info(args) -> int:
     ]
     for key, value in rows:
         print(f"{key:>10}  {value}")
+    return EXIT_OK
+
+
+def cmd_compact(args) -> int:
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        result = collection.compact()
+    print(
+        f"compacted {args.collection}: {result['segments_before']} segment(s) -> {result['segments_after']}, "
+        f"{result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def cmd_upgrade(args) -> int:
+    from retriever.upgrade import upgrade
+
+    print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
     return EXIT_OK
 
 
@@ -515,6 +545,8 @@ COMMANDS = {
     "eval": cmd_eval,
     "delete": cmd_delete,
     "info": cmd_info,
+    "compact": cmd_compact,
+    "upgrade": cmd_upgrade,
     "ui": cmd_ui,
     "serve": cmd_serve,
     "train": cmd_train,

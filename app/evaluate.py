@@ -11,9 +11,11 @@ from pathlib import Path
 from indexer.job import index_paths
 from retriever.collection import DEFAULT_MODE, Collection
 from retriever.embedder import Embedder, InputTooLongWarning
+from retriever.errors import FormatVersionError
 from retriever.evaluation import DEPTH, METRICS, evaluate_run, load_beir, run_queries
 from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 from retriever.manifest import MANIFEST
+from retriever.upgrade import upgrade
 
 EVAL_ROOT = Path("~/.cache/semsearch/eval").expanduser()
 
@@ -49,7 +51,11 @@ def evaluate(
     if collection_dir is None or not (Path(collection_dir) / MANIFEST).exists():
         embedder = Embedder(model)
         target = Path(collection_dir) if collection_dir else default_collection_dir(dataset.root, embedder)
-        collection = Collection.open_or_create(target, embedder)
+        try:
+            collection = Collection.open_or_create(target, embedder)
+        except FormatVersionError:  # a cached collection from an older semsearch: convert, keep its vectors
+            upgrade(target, progress=progress)
+            collection = Collection.open(target, embedder)
     else:
         collection = Collection.open(collection_dir, model)
     with collection:

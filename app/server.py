@@ -3,9 +3,9 @@
 ``semsearch serve -c DIR`` runs ``create_app(DIR)`` on uvicorn; the OpenAPI
 docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
 
-    POST   /search            {query, k, mode, where}  -> {"hits": [Hit.to_dict(), ...]}
+    POST   /search            {query or vector, k, mode, where, exact}  -> {"hits": [Hit.to_dict(), ...]}
     POST   /embed             {texts, truncate}         -> {"embeddings": [[...]], "dim": N, ...}
-    POST   /documents         {documents, upsert}       -> what was added / updated / unchanged
+    POST   /documents         {documents (each with an optional vector), upsert} -> added / updated / unchanged
     GET    /documents/{id}                              -> the document, or 404
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info() and the search modes
@@ -33,7 +33,7 @@ from typing import Any, Literal
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from retriever.collection import Collection
 from retriever.errors import BadInputError, CollectionLockedError, FilterError, SemsearchError
@@ -48,6 +48,7 @@ MAX_EMBED_TEXTS = 256
 MAX_TEXT_CHARS = 100_000
 MAX_DOCUMENTS = 1_000
 MAX_ID_CHARS = 1_000
+MAX_VECTOR_DIM = 4_096
 LOCK_TIMEOUT_S = 30.0
 
 SearchMode = Literal[Collection.SEARCH_MODES]  # type: ignore[valid-type]  # the modes the retriever has
@@ -59,19 +60,30 @@ class _Strict(BaseModel):
 
 
 class SearchRequest(_Strict):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="free text")
+    query: str | None = Field(None, min_length=1, max_length=MAX_QUERY_CHARS, description="free text")
+    vector: list[float] | None = Field(
+        None, max_length=MAX_VECTOR_DIM,
+        description="a query embedding used instead of embedding `query` (dense, or hybrid with `query`)",
+    )
     k: int = Field(10, ge=1, le=MAX_K, description="number of documents to return")
     mode: SearchMode | None = Field(None, description="search mode; default: the collection's default")
     where: dict[str, Any] | None = Field(
         None, description='metadata filter, e.g. {"lang": "en", "year": {"$gte": 2020}}'
     )
+    exact: bool = Field(False, description="exact vector search also in approximately indexed segments")
 
     @field_validator("query")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
             raise ValueError("query is blank")
         return value
+
+    @model_validator(mode="after")
+    def _query_or_vector(self) -> "SearchRequest":
+        if self.query is None and self.vector is None:
+            raise ValueError("give a query text, a query vector, or both")
+        return self
 
 
 class HitOut(BaseModel):
@@ -117,6 +129,10 @@ class DocumentIn(_Strict):
     text: str = Field(min_length=1)
     title: str = Field("", max_length=10_000)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = Field(
+        None, max_length=MAX_VECTOR_DIM,
+        description="the document's embedding, computed elsewhere; the document is then one chunk",
+    )
 
 
 class DocumentsRequest(_Strict):
@@ -246,7 +262,9 @@ def create_app(
     @app.post("/search", response_model=SearchResponse, tags=["search"], dependencies=auth)
     def search(request: SearchRequest) -> dict[str, Any]:
         """The `k` documents most similar to `query`, each through its best chunk (as `semsearch search --json`)."""
-        kwargs: dict[str, Any] = {"k": request.k, "where": request.where}
+        kwargs: dict[str, Any] = {"k": request.k, "where": request.where, "exact": request.exact}
+        if request.vector is not None:
+            kwargs["vector"] = request.vector
         if request.mode is not None:  # else the retriever's own default
             kwargs["mode"] = request.mode
         try:
@@ -286,7 +304,12 @@ def create_app(
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise HTTPException(422, f"documents: id {duplicates[0]!r} appears more than once")
-        docs = [doc.model_dump() for doc in request.documents]
+        with_vectors = [doc.vector is not None for doc in request.documents]
+        if any(with_vectors) and not all(with_vectors):
+            first = with_vectors.index(not with_vectors[0])
+            raise HTTPException(422, f"documents[{first}].vector: give a vector for every document of a request or for none")
+        vectors = [doc.vector for doc in request.documents] if all(with_vectors) else None
+        docs = [doc.model_dump(exclude={"vector"}) for doc in request.documents]
         if not request.upsert:
             existing = [doc_id for doc_id in ids if doc_id in collection]
             if existing:
@@ -294,7 +317,7 @@ def create_app(
                     409, f"{len(existing)} document id(s) already exist ({', '.join(existing[:3])}); "
                     "send upsert: true to replace them"
                 )
-        report = collection.upsert(docs)
+        report = collection.upsert(docs, vectors=vectors)
         return {"added": report.added, "updated": report.updated, "unchanged": report.unchanged,
                 "chunks": report.chunks}
 

@@ -7,13 +7,22 @@ from pathlib import Path
 from typing import Callable
 
 
-def fsync_dir(path: Path) -> None:
-    """Make a rename or unlink inside ``path`` durable."""
+def fsync_path(path: Path) -> None:
+    """Flush a file's data, or a folder's entries (a rename or unlink inside it), to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path
+
+
+def write_durably(path: Path, write: Callable[[Path], None]) -> None:
+    """Fill a new file through ``write(path)`` and fsync it (no rename: for files not yet referenced)."""
+    write(path)
+    fsync_path(path)
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -26,12 +35,7 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durably(tmp, write)
         os.replace(tmp, path)
     finally:
         if tmp.exists():

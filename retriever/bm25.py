@@ -23,7 +23,6 @@ import scipy.sparse as sp
 
 from retriever.atomic import atomic_write
 from retriever.errors import CorruptCollectionError
-from retriever.vector_index import INDEX_DIR
 
 DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
@@ -58,10 +57,139 @@ class Analyzer:
         stems = dict(zip(unique, self._stemmer.stemWords(unique) if self._stemmer else unique))
         return [(offset, stems[word]) for offset, word in words if stems.get(word) in terms]
 
+    def positions(self, text: str) -> tuple[np.ndarray, list[str]]:
+        """Every index term of ``text`` with the character offset of its word.
 
-def bm25_path(root: Path, generation: int) -> Path:
-    """Where generation ``generation``'s BM25 file lives in a collection."""
-    return Path(root) / INDEX_DIR / f"bm25.{generation}.npz"
+        The terms are exactly ``self(text)``; offsets are int64 positions in ``text``.
+        """
+        lowered = text.lower()
+        if len(lowered) == len(text):
+            words = [(m.start(), m.group()) for m in _TOKEN.finditer(lowered)]
+        else:  # a few characters grow when lower-cased: find words in the original instead
+            words = [(m.start(), m.group().lower()) for m in _TOKEN.finditer(text)]
+            words = [(offset, w) for offset, word in words for w in _TOKEN.findall(word)]
+        kept = [(offset, word) for offset, word in words if word not in self._stopwords]
+        tokens = [word for _, word in kept]
+        terms = self._stemmer.stemWords(tokens) if self._stemmer else tokens
+        return np.fromiter((offset for offset, _ in kept), dtype=np.int64, count=len(kept)), terms
+
+
+@dataclass
+class Postings:
+    """Term-major postings of one segment: term ``t`` occurs in ``rows[indptr[t]:indptr[t + 1]]``.
+
+    Attributes:
+        terms: The segment's vocabulary; a term's id is its position.
+        indptr: ``(len(terms) + 1,)`` int64 offsets into ``rows`` and ``tf``.
+        rows: Document (or chunk) rows, ascending within each term, int32.
+        tf: Term frequency of each posting, float32 (``None`` for incidence only).
+    """
+
+    terms: list[str]
+    indptr: np.ndarray
+    rows: np.ndarray
+    tf: np.ndarray | None
+
+    @cached_property
+    def vocabulary(self) -> dict[str, int]:
+        return {term: i for i, term in enumerate(self.terms)}
+
+    def of(self, term: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(rows, tf)`` of ``term``; empty arrays when it does not occur."""
+        t = self.vocabulary.get(term)
+        if t is None:
+            return self.rows[:0], (None if self.tf is None else self.tf[:0])
+        lo, hi = self.indptr[t], self.indptr[t + 1]
+        return self.rows[lo:hi], (None if self.tf is None else self.tf[lo:hi])
+
+    @classmethod
+    def from_pairs(
+        cls, terms: list[str], term_ids: np.ndarray, rows: np.ndarray, tf: np.ndarray | None, counts: bool = True
+    ) -> "Postings":
+        """Postings from ``(term, row[, tf])`` triples; repeated pairs add up."""
+        n_rows = int(rows.max()) + 1 if len(rows) else 0
+        key = term_ids.astype(np.int64) * max(n_rows, 1) + rows
+        unique, inverse = np.unique(key, return_inverse=True)
+        weights = np.ones(len(key), np.float32) if tf is None else tf.astype(np.float32)
+        freq = np.bincount(inverse, weights=weights, minlength=len(unique)).astype(np.float32)
+        unique_terms = unique // max(n_rows, 1)
+        indptr = np.zeros(len(terms) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(unique_terms, minlength=len(terms)), out=indptr[1:])
+        return cls(terms, indptr, (unique % max(n_rows, 1)).astype(np.int32), freq if counts else None)
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``(term_ids, rows, tf)``: every posting, the inverse of ``from_pairs``."""
+        term_ids = np.repeat(np.arange(len(self.terms), dtype=np.int64), np.diff(self.indptr))
+        return term_ids, self.rows.astype(np.int64), self.tf
+
+
+def bm25_top(
+    parts: Sequence[tuple[Postings, np.ndarray, np.ndarray | None, np.ndarray | None]],
+    query_terms: Sequence[str],
+    k: int,
+    k1: float = DEFAULT_K1,
+    b: float = DEFAULT_B,
+) -> list[tuple[int, int, float]]:
+    """BM25 over several segments with collection-wide statistics.
+
+    Document frequencies, the document count and the average length are
+    those of the live documents of all ``parts`` together, so scores equal
+    those of one index built from the live documents alone.
+
+    Args:
+        parts: Per segment ``(postings, doc_lengths, live, allowed)``: ``live``
+            masks deleted rows out of the statistics and the results, ``allowed``
+            (a filter) out of the results only; either may be ``None``.
+        query_terms: The analysed query (repeated terms count again).
+
+    Returns:
+        Up to ``k`` ``(part index, row, score)`` with score > 0, best first.
+    """
+    n_docs = 0
+    total_length = 0.0
+    for _, lengths, live, _ in parts:
+        n_docs += len(lengths) if live is None else int(live.sum())
+        total_length += float(lengths.sum() if live is None else lengths[live].sum())
+    if n_docs == 0:
+        return []
+    avgdl = max(total_length / n_docs, 1e-9)
+    multiplicity: dict[str, int] = {}
+    for term in query_terms:
+        multiplicity[term] = multiplicity.get(term, 0) + 1
+    scores = [None] * len(parts)
+    for term in multiplicity:
+        found, df = [], 0
+        for postings, _, live, _ in parts:
+            rows, tf = postings.of(term)
+            if live is not None and len(rows):
+                keep = live[rows]
+                rows, tf = rows[keep], tf[keep]
+            found.append((rows, tf))
+            df += len(rows)
+        if df == 0:
+            continue
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        for i, (rows, tf) in enumerate(found):
+            if not len(rows):
+                continue
+            lengths = parts[i][1]
+            norm = k1 * (1 - b + b * lengths[rows] / avgdl)
+            if scores[i] is None:
+                scores[i] = np.zeros(len(lengths), dtype=np.float32)
+            scores[i][rows] += (multiplicity[term] * idf * tf / (tf + norm)).astype(np.float32)
+    candidates: list[tuple[float, int, int]] = []
+    for i, part_scores in enumerate(scores):
+        if part_scores is None:
+            continue
+        allowed = parts[i][3]
+        if allowed is not None:
+            part_scores = np.where(allowed, part_scores, 0.0)
+        rows = np.flatnonzero(part_scores > 0)
+        if len(rows) > k:
+            rows = rows[np.argpartition(-part_scores[rows], k - 1)[:k]]
+        candidates.extend((float(part_scores[r]), i, int(r)) for r in rows)
+    candidates.sort(key=lambda c: -c[0])
+    return [(i, row, score) for score, i, row in candidates[:k]]
 
 
 def _pack(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

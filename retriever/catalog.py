@@ -1,17 +1,23 @@
-"""The SQL side of a collection: documents, chunks and the committed generation.
+"""The SQL side of a collection: documents' display fields and the committed generation.
 
 SQLAlchemy Core over SQLite (a file inside the collection, WAL mode, full
-fsync) or any other SQLAlchemy URL. One row in ``state`` holds the generation
-whose vector file is current; writers bump it in the same transaction that
-changes documents and chunks.
+fsync) or any other SQLAlchemy URL. The catalog holds what filters and hits
+need (id, key, title, metadata, hashes), not the text, so a filter scans
+small rows. Each document version has a ``key``: the segments store keys,
+never ids, so merging segments changes no row here.
+
+``semsearch_state`` holds the committed generation: its number, the ordered
+list of segments with the generation of each one's deletion file, and the
+counters for new keys and segment names. A writer publishes a generation in
+one transaction that also changes the document rows.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from sqlalchemy import (
@@ -36,73 +42,102 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
-from retriever.filters import compile_where
+from retriever.metadata_index import field_rows, fields_table, matching_keys_query
 
 _BATCH = 500  # ids per IN (...) clause
 
 metadata_obj = MetaData()
 
 documents = Table(
-    "documents",
+    "semsearch_documents",
     metadata_obj,
     Column("id", String(1024), primary_key=True),
+    Column("key", BigInteger, nullable=False, unique=True),
     Column("title", Text, nullable=False, default=""),
-    Column("text", Text, nullable=False),
     Column("meta", JSON, nullable=False),
     Column("content_hash", String(64), nullable=False),
+    Column("text_hash", String(64), nullable=False),
     Column("n_chunks", Integer, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
 
-chunks = Table(
-    "chunks",
-    metadata_obj,
-    Column("id", BigInteger, primary_key=True, autoincrement=False),
-    Column("doc_id", String(1024), nullable=False, index=True),
-    Column("ordinal", Integer, nullable=False),
-    Column("start", Integer, nullable=False),
-    Column("end", Integer, nullable=False),
-)
+fields = fields_table(metadata_obj)
 
 state = Table(
-    "state",
+    "semsearch_state",
     metadata_obj,
     Column("id", Integer, primary_key=True, autoincrement=False),
     Column("collection_uuid", String(36), nullable=False),
     Column("generation", BigInteger, nullable=False),
-    Column("next_chunk_id", BigInteger, nullable=False),
+    Column("segments", Text, nullable=False),
+    Column("next_key", BigInteger, nullable=False),
+    Column("next_segment", BigInteger, nullable=False),
     Column("updated_at", Float, nullable=False),
 )
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """A segment of a generation: its folder name and the generation of its deletion file (0: none)."""
+
+    name: str
+    deletions: int = 0
 
 
 @dataclass(frozen=True)
 class CatalogState:
     collection_uuid: str
     generation: int
-    next_chunk_id: int
+    segments: tuple[SegmentRef, ...]
+    next_key: int
+    next_segment: int
     updated_at: float
 
 
 @dataclass(frozen=True)
-class ChunkRow:
-    id: int
-    doc_id: str
-    ordinal: int
-    start: int
-    end: int
+class StoredDocument:
+    """A document's catalog row."""
+
+    id: str
+    key: int
+    title: str
+    meta: dict
+    content_hash: str
+    text_hash: str
+    n_chunks: int
 
 
 @dataclass
-class DocumentWrite:
-    """A document row and its chunk rows, ready to insert."""
+class DocumentRow:
+    """A document row to insert (a new document, or a new version replacing the old row)."""
 
     id: str
+    key: int
     title: str
-    text: str
     metadata: dict[str, Any]
     content_hash: str
-    chunk_ids: list[int]
-    spans: list[tuple[int, int]]
+    text_hash: str
+    n_chunks: int
+
+
+@dataclass
+class Publish:
+    """Everything one commit changes in the catalog.
+
+    Attributes:
+        segments: The new generation's segment list.
+        next_key, next_segment: Counters after this commit.
+        remove: Ids whose rows go (deleted, or replaced by a row in ``insert``).
+        insert: New rows.
+        metadata: ``(id, key, metadata, content_hash)`` for rows whose title and text stay.
+    """
+
+    segments: Sequence[SegmentRef]
+    next_key: int
+    next_segment: int
+    remove: Sequence[str] = ()
+    insert: Sequence[DocumentRow] = ()
+    metadata: Sequence[tuple[str, int, dict, str]] = field(default_factory=tuple)
 
 
 def make_engine(url: str) -> Engine:
@@ -129,22 +164,17 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-def _apply_metadata(conn, updates: Sequence[tuple[str, dict, str]], now: float) -> None:
-    for doc_id, meta, content_hash in updates:
-        conn.execute(
-            update(documents)
-            .where(documents.c.id == doc_id)
-            .values(meta=meta, content_hash=content_hash, updated_at=now)
-        )
-
-
 def _chunked(items: Sequence, size: int = _BATCH) -> Iterator[Sequence]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
 
+def _segments_json(segments: Sequence[SegmentRef]) -> str:
+    return json.dumps([[s.name, s.deletions] for s in segments])
+
+
 class Catalog:
-    """Documents and chunks in SQL, behind one committed generation number."""
+    """Document rows in SQL, behind one committed generation."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -155,7 +185,7 @@ class Catalog:
 
     # -- life cycle -------------------------------------------------------
     def create(self, collection_uuid: str) -> None:
-        """Create the tables and the state row at generation 0."""
+        """Create the tables and the state row at generation 0 (no segments)."""
         metadata_obj.create_all(self.engine)
         with self.engine.begin() as conn:
             owner = conn.execute(select(state.c.collection_uuid)).first()
@@ -168,10 +198,16 @@ class Catalog:
                     id=1,
                     collection_uuid=collection_uuid,
                     generation=0,
-                    next_chunk_id=0,
+                    segments="[]",
+                    next_key=1,
+                    next_segment=1,
                     updated_at=time.time(),
                 )
             )
+
+    def drop(self) -> None:
+        """Remove this format's tables (used when a conversion is retried)."""
+        metadata_obj.drop_all(self.engine)
 
     def state(self) -> CatalogState:
         try:
@@ -181,21 +217,17 @@ class Catalog:
             raise CorruptCollectionError(f"cannot read catalog {self._safe_url()}: {exc.orig or exc}") from None
         if row is None:
             raise CorruptCollectionError(f"catalog {self._safe_url()} has no state row")
-        return CatalogState(row.collection_uuid, row.generation, row.next_chunk_id, row.updated_at)
+        segments = tuple(SegmentRef(name, int(dels)) for name, dels in json.loads(row.segments))
+        return CatalogState(
+            row.collection_uuid, row.generation, segments, row.next_key, row.next_segment, row.updated_at
+        )
 
     def _safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
     # -- writes -----------------------------------------------------------
-    def commit(
-        self,
-        expected_generation: int,
-        remove_doc_ids: Iterable[str],
-        writes: Sequence[DocumentWrite],
-        next_chunk_id: int,
-        metadata_updates: Sequence[tuple[str, dict, str]] = (),
-    ) -> int:
-        """Apply removals, writes and metadata updates and bump the generation, in one transaction.
+    def publish(self, expected_generation: int, change: Publish) -> int:
+        """Apply ``change`` and move to generation ``expected_generation + 1``, in one transaction.
 
         Returns:
             The new generation.
@@ -203,119 +235,92 @@ class Catalog:
             CorruptCollectionError: if the generation moved under the writer.
         """
         now = time.time()
-        remove = list(dict.fromkeys(remove_doc_ids))
         new_generation = expected_generation + 1
         with self.engine.begin() as conn:
             moved = conn.execute(
                 update(state)
                 .where(state.c.id == 1, state.c.generation == expected_generation)
-                .values(generation=new_generation, next_chunk_id=next_chunk_id, updated_at=now)
+                .values(
+                    generation=new_generation,
+                    segments=_segments_json(change.segments),
+                    next_key=change.next_key,
+                    next_segment=change.next_segment,
+                    updated_at=now,
+                )
             )
             if moved.rowcount != 1:
-                raise CorruptCollectionError(
-                    f"catalog generation moved from {expected_generation} during a write"
-                )
-            for part in _chunked(remove):
-                conn.execute(delete(chunks).where(chunks.c.doc_id.in_(part)))
+                raise CorruptCollectionError(f"catalog generation moved from {expected_generation} during a write")
+            for part in _chunked(list(dict.fromkeys(change.remove))):
+                gone = select(documents.c.key).where(documents.c.id.in_(part))
+                conn.execute(delete(fields).where(fields.c.key.in_(gone)))
                 conn.execute(delete(documents).where(documents.c.id.in_(part)))
-            _apply_metadata(conn, metadata_updates, now)
-            if writes:
+            for doc_id, key, meta, content_hash in change.metadata:
+                conn.execute(
+                    update(documents)
+                    .where(documents.c.id == doc_id)
+                    .values(meta=meta, content_hash=content_hash, updated_at=now)
+                )
+                conn.execute(delete(fields).where(fields.c.key == key))
+            leaves = [row for doc_id, key, meta, _ in change.metadata for row in field_rows(key, meta)]
+            leaves += [row for doc in change.insert for row in field_rows(doc.key, doc.metadata)]
+            if leaves:
+                conn.execute(insert(fields), leaves)
+            if change.insert:
                 conn.execute(
                     insert(documents),
                     [
                         {
-                            "id": w.id,
-                            "title": w.title,
-                            "text": w.text,
-                            "meta": w.metadata,
-                            "content_hash": w.content_hash,
-                            "n_chunks": len(w.chunk_ids),
+                            "id": row.id,
+                            "key": row.key,
+                            "title": row.title,
+                            "meta": row.metadata,
+                            "content_hash": row.content_hash,
+                            "text_hash": row.text_hash,
+                            "n_chunks": row.n_chunks,
                             "updated_at": now,
                         }
-                        for w in writes
-                    ],
-                )
-                conn.execute(
-                    insert(chunks),
-                    [
-                        {"id": cid, "doc_id": w.id, "ordinal": i, "start": s, "end": e}
-                        for w in writes
-                        for i, (cid, (s, e)) in enumerate(zip(w.chunk_ids, w.spans))
+                        for row in change.insert
                     ],
                 )
         return new_generation
 
-    def update_metadata(self, updates: Sequence[tuple[str, dict, str]]) -> None:
-        """Replace ``(id, metadata, content_hash)`` of documents whose title and text are
-        unchanged, in one transaction; vectors and BM25 stay as they are, so the
-        generation does not move."""
-        now = time.time()
-        with self.engine.begin() as conn:
-            _apply_metadata(conn, updates, now)
-            conn.execute(update(state).where(state.c.id == 1).values(updated_at=now))
+    def vacuum(self) -> None:
+        """Give the space of deleted rows back to the file system (SQLite only)."""
+        if self.engine.dialect.name == "sqlite":
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("VACUUM")
+                conn.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # -- reads ------------------------------------------------------------
-    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
-        """``{id: content_hash}`` for the ids that exist."""
-        found: dict[str, str] = {}
-        with self.engine.connect() as conn:
-            for part in _chunked(list(ids)):
-                rows = conn.execute(
-                    select(documents.c.id, documents.c.content_hash).where(documents.c.id.in_(part))
-                )
-                found.update({row.id: row.content_hash for row in rows})
-        return found
-
-    def chunk_ids_of(self, doc_ids: Sequence[str]) -> np.ndarray:
-        """Chunk ids belonging to ``doc_ids``, as int64."""
-        out: list[int] = []
-        with self.engine.connect() as conn:
-            for part in _chunked(list(doc_ids)):
-                out.extend(conn.execute(select(chunks.c.id).where(chunks.c.doc_id.in_(part))).scalars())
-        return np.asarray(out, dtype=np.int64)
-
-    def matching_chunk_ids(self, where: dict) -> np.ndarray:
-        """Chunk ids of documents whose metadata satisfies ``where``."""
-        condition = compile_where(where, documents.c.meta)
-        query = (
-            select(chunks.c.id)
-            .select_from(chunks.join(documents, chunks.c.doc_id == documents.c.id))
-            .where(condition)
-        )
-        with self.engine.connect() as conn:
-            return np.fromiter(conn.execute(query).scalars(), dtype=np.int64)
-
-    def chunks_of(self, doc_ids: Sequence[str]) -> list[ChunkRow]:
-        """Chunk rows of the given documents."""
-        out: list[ChunkRow] = []
-        with self.engine.connect() as conn:
-            for part in _chunked(list(doc_ids)):
-                for row in conn.execute(select(chunks).where(chunks.c.doc_id.in_(part))):
-                    out.append(ChunkRow(row.id, row.doc_id, row.ordinal, row.start, row.end))
-        return out
-
-    def matching_doc_ids(self, where: dict) -> set[str]:
-        """Ids of documents whose metadata satisfies ``where``."""
-        condition = compile_where(where, documents.c.meta)
-        with self.engine.connect() as conn:
-            return set(conn.execute(select(documents.c.id).where(condition)).scalars())
-
-    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
-        rows: dict[int, ChunkRow] = {}
-        with self.engine.connect() as conn:
-            for part in _chunked([int(c) for c in chunk_ids]):
-                for row in conn.execute(select(chunks).where(chunks.c.id.in_(part))):
-                    rows[row.id] = ChunkRow(row.id, row.doc_id, row.ordinal, row.start, row.end)
-        return rows
-
-    def documents(self, ids: Sequence[str]) -> dict[str, Any]:
-        """Document rows (id, title, text, meta, ...) by id."""
-        found: dict[str, Any] = {}
+    def lookup(self, ids: Sequence[str]) -> dict[str, StoredDocument]:
+        """Rows of the ids that exist, by id."""
+        found: dict[str, StoredDocument] = {}
         with self.engine.connect() as conn:
             for part in _chunked(list(ids)):
                 for row in conn.execute(select(documents).where(documents.c.id.in_(part))):
-                    found[row.id] = row
+                    found[row.id] = _stored(row)
         return found
+
+    def by_keys(self, keys: Sequence[int]) -> dict[int, StoredDocument]:
+        """Rows of the given keys (one query per 500 keys), by key."""
+        found: dict[int, StoredDocument] = {}
+        with self.engine.connect() as conn:
+            for part in _chunked([int(k) for k in keys]):
+                for row in conn.execute(select(documents).where(documents.c.key.in_(part))):
+                    found[row.key] = _stored(row)
+        return found
+
+    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
+        """``{id: content_hash}`` for the ids that exist."""
+        return {doc_id: row.content_hash for doc_id, row in self.lookup(ids).items()}
+
+    def matching_keys(self, where: dict) -> np.ndarray:
+        """Sorted keys of documents whose metadata satisfies ``where`` (int64)."""
+        query = matching_keys_query(where, fields, documents)
+        with self.engine.connect() as conn:
+            keys = np.fromiter(conn.execute(query).scalars(), dtype=np.int64)
+        keys.sort()
+        return keys
 
     def ids_by_source(self, prefix: str) -> dict[str, str]:
         """``{id: metadata.source}`` for documents whose source starts with ``prefix``."""
@@ -324,15 +329,12 @@ class Catalog:
         with self.engine.connect() as conn:
             return {row[0]: row[1] for row in conn.execute(query)}
 
-    def all_chunk_ids(self) -> np.ndarray:
-        with self.engine.connect() as conn:
-            return np.fromiter(conn.execute(select(chunks.c.id)).scalars(), dtype=np.int64)
-
     def counts(self) -> tuple[int, int]:
         """``(documents, chunks)``."""
         with self.engine.connect() as conn:
-            n_docs = conn.execute(select(func.count()).select_from(documents)).scalar_one()
-            n_chunks = conn.execute(select(func.count()).select_from(chunks)).scalar_one()
+            n_docs, n_chunks = conn.execute(
+                select(func.count(), func.coalesce(func.sum(documents.c.n_chunks), 0))
+            ).one()
         return int(n_docs), int(n_chunks)
 
     def metadata_fields(self, sample: int = 1000) -> dict[str, list]:
@@ -346,15 +348,17 @@ class Catalog:
                         values.append(value)
         return fields
 
-    def iter_texts(self, batch: int = 1000) -> Iterator[tuple[str, str, str]]:
-        """``(id, title, text)`` of every document, streamed."""
-        with self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=batch).execute(
-                select(documents.c.id, documents.c.title, documents.c.text)
-            )
-            for row in result:
-                yield row.id, row.title, row.text
-
     def iter_ids(self) -> Iterator[str]:
         with self.engine.connect() as conn:
             yield from conn.execute(select(documents.c.id).order_by(documents.c.id)).scalars()
+
+    def all_keys(self) -> np.ndarray:
+        """Every key, sorted (int64)."""
+        with self.engine.connect() as conn:
+            keys = np.fromiter(conn.execute(select(documents.c.key)).scalars(), dtype=np.int64)
+        keys.sort()
+        return keys
+
+
+def _stored(row) -> StoredDocument:
+    return StoredDocument(row.id, row.key, row.title, dict(row.meta or {}), row.content_hash, row.text_hash, row.n_chunks)

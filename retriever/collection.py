@@ -1,4 +1,4 @@
-"""``Collection``: one directory holding a manifest, a SQL catalog and a FAISS index.
+"""``Collection``: one directory holding a manifest, a SQL catalog and immutable segments.
 
 The facade users touch from Python::
 
@@ -7,10 +7,17 @@ The facade users touch from Python::
     hits = col.search("what was said about X", k=5, where={"lang": "en"})
     col.delete(["a"])
 
-Every write commits vectors and catalog together: the new FAISS file is
-published first, then one SQL transaction changes the rows and the generation
-that names that file. Readers check the generation before each search, so
-they see every committed write and never a half-done one.
+A commit writes one new segment (``retriever.segment``) and new deletion
+files for the segments it touches, fsyncs them, and then publishes the
+generation in one SQL transaction that also changes the document rows. A
+crash before that transaction leaves the previous generation in force, and
+the next writer removes the unreferenced files. After a commit, a bounded
+merge may fold small segments together (``retriever.merging``).
+
+Searches run in memory: the segments are memory-mapped, a ``HEAD`` file's
+identity tells a reader that a new generation was published, and the
+catalog is asked once per search, for the hits' display fields (and once
+more for a filter's matching keys).
 """
 
 from __future__ import annotations
@@ -25,39 +32,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
-import faiss
 import numpy as np
 from filelock import FileLock, Timeout
 
 from retriever import vector_index
-from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, BM25Index, bm25_path
-from retriever.catalog import Catalog, ChunkRow, DocumentWrite
+from retriever.atomic import atomic_write_text, fsync_dir
+from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, bm25_top
+from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
-from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS, fuse
 from retriever.errors import (
     BadInputError,
     CollectionLockedError,
     CorruptCollectionError,
     ModelMismatchError,
 )
+from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS, fuse
 from retriever.manifest import DEFAULT_CATALOG, MANIFEST, Manifest
+from retriever.merging import MergePolicy
+from retriever.segment import SEGMENTS_DIR, Segment, SegmentData, deletion_file, merge, segment_name, write_deletions
+from retriever.view import SegmentView, View, load_view, refs
 
 LOCK_FILE = ".write.lock"
+HEAD_FILE = "HEAD"
 DEFAULT_OVERLAP = 32
 DEFAULT_MODE = "hybrid"
 HYBRID_DEPTH = 100  # documents taken from each side before fusing
-_OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, vector_index.INDEX_DIR}
-
-
-@dataclass(frozen=True)
-class _Snapshot:
-    """What searches read: one committed generation's vectors and BM25 index."""
-
-    generation: int
-    vectors: faiss.Index
-    bm25: BM25Index
+_OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE}
 
 
 @dataclass
@@ -86,6 +88,14 @@ class WriteReport:
         self.chunks += other.chunks
 
 
+@dataclass
+class _Embedded:
+    """A document's chunks: character spans and their vectors."""
+
+    spans: list[tuple[int, int]]
+    vectors: np.ndarray
+
+
 class Collection:
     """A searchable set of documents in one directory. Use ``create`` or ``open``."""
 
@@ -99,9 +109,12 @@ class Collection:
         self.catalog = Catalog(manifest.catalog_location(self.root))
         self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
         self._lock_timeout = lock_timeout
-        self._snapshot: _Snapshot | None = None
+        self._view: View | None = None
+        self._head_seen: tuple | None = None
         self._reload = threading.Lock()
         self.analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
+        self.index_policy = vector_index.IndexPolicy.from_dict(manifest.index.get("policy"))
+        self.merge_policy = MergePolicy.from_dict(manifest.index.get("merge"))
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:
             raise CorruptCollectionError(
@@ -120,6 +133,8 @@ class Collection:
         window_tokens: int | None = None,
         overlap_tokens: int | None = None,
         title_prefix: bool = True,
+        index_policy: vector_index.IndexPolicy | None = None,
+        merge_policy: MergePolicy | None = None,
         lock_timeout: float = 60.0,
     ) -> "Collection":
         """Create an empty collection directory.
@@ -135,6 +150,9 @@ class Collection:
             overlap_tokens: Tokens shared by consecutive chunks (default 32,
                 or a quarter of the window when that is smaller).
             title_prefix: Embed each chunk with its document's title in front.
+            index_policy: Which vector index a segment gets by its size
+                (default ``IndexPolicy()``: exact below 32,768 chunks, IVF above).
+            merge_policy: When segments merge (default ``MergePolicy()``).
         """
         root = Path(path)
         if root.exists() and not root.is_dir():
@@ -143,7 +161,7 @@ class Collection:
             raise BadInputError(f"a collection already exists at {root}")
         if root.is_dir():
             foreign = {p.name for p in root.iterdir()} - _OWN_FILES
-            foreign = {name for name in foreign if not name.startswith(DEFAULT_CATALOG)}
+            foreign = {name for name in foreign if not name.startswith(DEFAULT_CATALOG) and name != "index"}
             if foreign:
                 raise BadInputError(
                     f"cannot create a collection at {root}: the directory is not empty "
@@ -153,9 +171,7 @@ class Collection:
         embedder = model if isinstance(model, Embedder) else Embedder(model)
         window = window_tokens or embedder.max_tokens - 2
         if window > embedder.max_tokens - 2:
-            raise BadInputError(
-                f"chunk window of {window} tokens exceeds the model's {embedder.max_tokens - 2}"
-            )
+            raise BadInputError(f"chunk window of {window} tokens exceeds the model's {embedder.max_tokens - 2}")
         if overlap_tokens is None:
             overlap_tokens = min(DEFAULT_OVERLAP, window // 4)
         chunker = Chunker(embedder.tokenizer, window, overlap_tokens, title_prefix)
@@ -164,14 +180,19 @@ class Collection:
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             model=embedder.identity(),
             chunking=chunker.settings(),
-            index={"library": "faiss", "factory": vector_index.FACTORY, "metric": "inner_product"},
+            index={
+                "library": "faiss",
+                "metric": "inner_product",
+                "policy": (index_policy or vector_index.IndexPolicy()).to_dict(),
+                "merge": (merge_policy or MergePolicy()).to_dict(),
+            },
             bm25={"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
             catalog_url=catalog_url,
         )
         root.mkdir(parents=True, exist_ok=True)
+        (root / SEGMENTS_DIR).mkdir(exist_ok=True)
         Catalog(manifest.catalog_location(root)).create(manifest.uuid)
-        vector_index.write_generation(root, 0, vector_index.new_index(embedder.dim))
-        BM25Index.empty(manifest.bm25["k1"], manifest.bm25["b"]).save(bm25_path(root, 0))
+        write_head(root, 0)
         manifest.save(root)  # last: a directory without a manifest is not a collection
         collection = cls(root, manifest, embedder, lock_timeout)
         collection._chunker = chunker
@@ -192,6 +213,8 @@ class Collection:
             model: Optional model to use; it must be the one the collection was
                 built with (same weights), else ``ModelMismatchError``. By
                 default the manifest's model is loaded when first needed.
+        Raises:
+            FormatVersionError: The collection has an older format (``semsearch upgrade`` converts it).
         """
         root = Path(path)
         manifest = Manifest.load(root)
@@ -251,7 +274,7 @@ class Collection:
         return self.catalog.counts()[0]
 
     def __contains__(self, doc_id: str) -> bool:
-        return bool(self.catalog.content_hashes([doc_id]))
+        return bool(self.catalog.lookup([doc_id]))
 
     def ids(self) -> Iterator[str]:
         """Every document id, sorted."""
@@ -259,22 +282,39 @@ class Collection:
 
     def get(self, doc_id: str) -> Document | None:
         """The stored document, or ``None``."""
-        row = self.catalog.documents([doc_id]).get(doc_id)
+        row = self.catalog.lookup([doc_id]).get(doc_id)
         if row is None:
             return None
-        return Document(id=row.id, text=row.text, title=row.title, metadata=dict(row.meta or {}))
+        view = self._current()
+        found = view.find(row.key)
+        if found is None:  # replaced or deleted since the catalog was read
+            return self.get(doc_id) if self._current() is not view else None
+        part, doc_row = found
+        return Document(id=row.id, text=view.parts[part].segment.text(doc_row), title=row.title, metadata=row.meta)
+
+    def chunk_spans(self, doc_id: str) -> list[tuple[int, int]]:
+        """Character spans of a document's chunks, in order (empty if the id is unknown)."""
+        row = self.catalog.lookup([doc_id]).get(doc_id)
+        found = self._current().find(row.key) if row is not None else None
+        if found is None:
+            return []
+        segment = self._current().parts[found[0]].segment
+        lo, hi = segment.doc_chunks[found[1]], segment.doc_chunks[found[1] + 1]
+        return [(int(s), int(e)) for s, e in segment.spans[lo:hi]]
 
     def search(
         self,
-        query: str,
+        query: str | None = None,
         k: int = 10,
         where: dict[str, Any] | None = None,
         mode: str = DEFAULT_MODE,
         *,
+        vector: Sequence[float] | np.ndarray | None = None,
         fusion: str = DEFAULT_FUSION,
         alpha: float = DEFAULT_ALPHA,
+        exact: bool = False,
     ) -> list[Hit]:
-        """The ``k`` documents that best match ``query``.
+        """The ``k`` documents that best match ``query`` (or ``vector``).
 
         Args:
             query: Free text.
@@ -284,105 +324,158 @@ class Collection:
                 (in ``bm25`` mode: match the filter and share a term with the query).
             mode: ``"dense"`` (embedding similarity of the best chunk),
                 ``"bm25"`` (keywords over the whole document) or ``"hybrid"``
-                (both, fused; the default).
+                (both, fused; the default). With ``vector`` and no ``query``,
+                the search is dense.
+            vector: A query embedding, ``(dim,)``, used instead of embedding
+                ``query`` (normalised as the model's own vectors are).
             fusion: For hybrid: ``"convex"`` (min-max-normalised scores mixed
                 by ``alpha``, default) or ``"rrf"`` (reciprocal-rank fusion).
             alpha: Weight of the dense side in the convex combination (default 0.6).
+            exact: Search every vector exactly, also in segments that have an
+                approximate index (default False).
 
         Returns:
             Hits by descending score, one per document, each showing its best
             chunk. Scores are cosine similarity (dense), BM25 (bm25) or the
             fused score (hybrid).
         """
-        if not isinstance(query, str) or not query.strip():
+        if query is not None and (not isinstance(query, str) or not query.strip()):
             raise BadInputError("query is empty")
+        if vector is not None:
+            vector = self._query_vector(vector)
+        if query is None and vector is None:
+            raise BadInputError("query is empty: give a query text or a query vector")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise BadInputError(f"k must be a positive integer, got {k!r}")
         if mode not in self.SEARCH_MODES:
             raise BadInputError(f"unknown search mode {mode!r}; use one of {', '.join(self.SEARCH_MODES)}")
         if fusion not in FUSIONS:
             raise BadInputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
-        allowed_chunks = allowed_docs = None
+        if query is None:
+            if mode == "bm25":
+                raise BadInputError("bm25 search needs a query text; a vector alone searches in dense mode")
+            mode = "dense"
+        view = self._current()
+        allowed = None
         if where is not None:
-            allowed_docs = self.catalog.matching_doc_ids(where)
-            if not allowed_docs:
+            keys = self.catalog.matching_keys(where)
+            if not len(keys):
                 return []
-            if mode != "bm25":
-                allowed_chunks = self.catalog.matching_chunk_ids(where)
-        snapshot = self._current()
+            allowed = [part.allowed_docs(keys) for part in view.parts]
         depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
-        dense: list[tuple[str, float]] = []
-        dense_spans: dict[str, tuple[int, int]] = {}
+        dense: list[tuple[int, float]] = []
+        dense_chunks: dict[int, tuple[int, int]] = {}
         if mode in ("dense", "hybrid"):
-            dense, dense_spans = self._dense_ranking(snapshot.vectors, query, depth, allowed_chunks)
-        sparse: list[tuple[str, float]] = []
+            query_vector = vector if vector is not None else self.embedder.embed([query])
+            dense, dense_chunks = self._dense_ranking(view, query_vector, depth, allowed, exact)
+        sparse: list[tuple[int, float]] = []
+        sparse_rows: dict[int, tuple[int, int]] = {}
         if mode in ("bm25", "hybrid"):
-            sparse = snapshot.bm25.top(self.analyzer(query), depth, allowed_docs)
+            sparse, sparse_rows = self._bm25_ranking(view, query, depth, allowed)
         if mode == "dense":
             ranked = dense
         elif mode == "bm25":
             ranked = sparse
         else:
             ranked = fuse(dense, sparse, fusion, alpha)
-        return self._hits(ranked[:k], dense_spans, query)
+        return self._hits(view, ranked[:k], dense_chunks, sparse_rows, query)
+
+    def _query_vector(self, vector) -> np.ndarray:
+        """A query vector as ``(1, dim)`` float32, unit norm."""
+        vectors = _check_vectors(vector, 1, self.manifest.model["dim"], "query vector", single=True)
+        return vectors
 
     def _dense_ranking(
-        self, index: faiss.Index, query: str, k: int, allowed: np.ndarray | None
-    ) -> tuple[list[tuple[str, float]], dict[str, tuple[int, int]]]:
-        """Top ``k`` documents by their best chunk's cosine, and that chunk's character span."""
-        available = index.ntotal if allowed is None else allowed.size
-        if available == 0:
-            return [], {}
-        query_vector = self.embedder.embed([query])
-        fetch = min(available, max(4 * k, k + 16))
-        while True:  # widen until k distinct documents are found or nothing is left
-            scores, ids = vector_index.search(index, query_vector, fetch, allowed)
-            rows = self.catalog.chunk_rows([i for i in ids[0] if i >= 0])
-            best: dict[str, tuple[float, ChunkRow]] = {}
-            for score, chunk_id in zip(scores[0], ids[0]):
-                row = rows.get(int(chunk_id))
-                if row is not None and row.doc_id not in best:
-                    best[row.doc_id] = (float(score), row)
-            if len(best) >= k or fetch >= available:
-                break
-            fetch = min(available, fetch * 4)
-        ranked = sorted(best.items(), key=lambda item: -item[1][0])[:k]
-        return [(doc_id, score) for doc_id, (score, _) in ranked], {d: (r.start, r.end) for d, (_, r) in ranked}
-
-    def _hits(self, ranked: list[tuple[str, float]], dense_spans: dict[str, tuple[int, int]], query: str) -> list[Hit]:
-        """Hits for ranked documents; those without a dense chunk show their best keyword chunk."""
-        docs = self.catalog.documents([doc_id for doc_id, _ in ranked])
-        missing = [doc_id for doc_id, _ in ranked if doc_id not in dense_spans]
-        spans = {**(self._keyword_spans(missing, docs, query) if missing else {}), **dense_spans}
-        hits = []
-        for doc_id, score in ranked:
-            doc = docs.get(doc_id)
-            if doc is None:  # deleted since the index was loaded
+        self, view: View, query_vector: np.ndarray, k: int, allowed: list[np.ndarray] | None, exact: bool
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
+        """Top ``k`` documents (by key) by their best chunk's cosine, and where that chunk is."""
+        candidates: list[tuple[float, int, int, int]] = []  # score, part, doc row, chunk row
+        policy = self.index_policy
+        if exact:
+            policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
+        for i, part in enumerate(view.parts):
+            segment = part.segment
+            mask = part.live_chunks
+            if allowed is not None:
+                mask = allowed[i][segment.chunk_doc]
+            available = part.n_live_chunks if mask is part.live_chunks else int(mask.sum())
+            if available == 0:
                 continue
-            start, end = spans.get(doc_id, (0, len(doc.text)))
-            hits.append(Hit(doc_id, score, doc.title, doc.text[start:end], start, end, dict(doc.meta or {})))
+            if exact and mask is None and segment.index_type != vector_index.FLAT:
+                mask = np.ones(segment.n_chunks, dtype=bool)
+            fetch = min(available, max(4 * k, k + 16))
+            while True:  # widen until k distinct documents are found or nothing is left
+                scores, rows = vector_index.search(segment.index, query_vector, fetch, mask, available, policy)
+                valid = rows[0] >= 0
+                chunk_rows, chunk_scores = rows[0][valid], scores[0][valid]
+                docs = segment.chunk_doc[chunk_rows]
+                _, first = np.unique(docs, return_index=True)
+                if len(first) >= k or fetch >= available:
+                    break
+                fetch = min(available, fetch * 4)
+            candidates.extend(
+                (float(chunk_scores[j]), i, int(docs[j]), int(chunk_rows[j])) for j in first
+            )
+        candidates.sort(key=lambda c: -c[0])
+        ranked, where = [], {}
+        for score, i, doc_row, chunk_row in candidates[:k]:
+            key = int(view.parts[i].segment.keys[doc_row])
+            ranked.append((key, score))
+            where[key] = (i, chunk_row)
+        return ranked, where
+
+    def _bm25_ranking(
+        self, view: View, query: str, k: int, allowed: list[np.ndarray] | None
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
+        """Top ``k`` documents (by key) by BM25 with collection-wide statistics, and their rows."""
+        parts = [
+            (p.segment.postings, p.segment.doc_lengths, p.live_docs, None if allowed is None else allowed[i])
+            for i, p in enumerate(view.parts)
+        ]
+        settings = self.manifest.bm25
+        top = bm25_top(parts, self.analyzer(query), k, settings["k1"], settings["b"])
+        ranked, rows = [], {}
+        for i, row, score in top:
+            key = int(view.parts[i].segment.keys[row])
+            ranked.append((key, score))
+            rows[key] = (i, row)
+        return ranked, rows
+
+    def _hits(
+        self,
+        view: View,
+        ranked: list[tuple[int, float]],
+        dense_chunks: dict[int, tuple[int, int]],
+        sparse_rows: dict[int, tuple[int, int]],
+        query: str | None,
+    ) -> list[Hit]:
+        """Hits for ranked keys; one catalog read for their display fields.
+
+        Each hit shows its best dense chunk, or (found by keywords alone) the
+        chunk holding the most distinct query terms.
+        """
+        display = self.catalog.by_keys([key for key, _ in ranked])
+        terms = sorted(set(self.analyzer(query))) if query else []
+        hits = []
+        for key, score in ranked:
+            row = display.get(key)
+            if row is None:  # deleted since this view was loaded
+                continue
+            if key in dense_chunks:
+                i, chunk = dense_chunks[key]
+            else:
+                i, doc_row = sparse_rows[key]
+                chunk = _keyword_chunk(view.parts[i].segment, doc_row, terms)
+            segment = view.parts[i].segment
+            start, end = (int(x) for x in segment.spans[chunk])
+            hits.append(Hit(row.id, score, row.title, segment.chunk_text(chunk), start, end, row.meta))
         return hits
 
-    def _keyword_spans(self, doc_ids: list[str], docs: dict, query: str) -> dict[str, tuple[int, int]]:
-        """For each document, the chunk holding the most distinct query terms (first on ties)."""
-        terms = set(self.analyzer(query))
-        by_doc: dict[str, list] = {}
-        for row in self.catalog.chunks_of(doc_ids):
-            by_doc.setdefault(row.doc_id, []).append(row)
-        spans: dict[str, tuple[int, int]] = {}
-        for doc_id, rows in by_doc.items():
-            matches = self.analyzer.matches(docs[doc_id].text, terms) if doc_id in docs else []
-            best = max(
-                sorted(rows, key=lambda r: r.ordinal),
-                key=lambda r: len({term for offset, term in matches if r.start <= offset < r.end}),
-            )
-            spans[doc_id] = (best.start, best.end)
-        return spans
-
     def info(self) -> dict[str, Any]:
-        """Counts, model, index and catalog settings, size on disk and last update."""
+        """Counts, model, index and catalog settings, segments, size on disk and last update."""
         n_docs, n_chunks = self.catalog.counts()
         catalog_state = self.catalog.state()
+        view = self._current()
         return {
             "path": str(self.root.resolve()),
             "documents": n_docs,
@@ -391,7 +484,19 @@ class Collection:
             "model_sha256": self.manifest.model["sha256"],
             "dim": self.manifest.model["dim"],
             "chunking": self.manifest.chunking,
-            "index": self.manifest.index["factory"],
+            "index": _index_summary(view),
+            "index_policy": self.manifest.index,
+            "segments": [
+                {
+                    "name": p.ref.name,
+                    "documents": p.n_live_docs,
+                    "chunks": p.n_live_chunks,
+                    "deleted_documents": p.segment.n_docs - p.n_live_docs,
+                    "index": p.segment.meta["index"],
+                }
+                for p in view.parts
+            ],
+            "format_version": self.manifest.format_version,
             "catalog": self.catalog._safe_url(),
             "generation": catalog_state.generation,
             "size_bytes": _size_on_disk(self.root),
@@ -405,172 +510,277 @@ class Collection:
         """Metadata field names with example values (for building filters)."""
         return self.catalog.metadata_fields()
 
-    def _current(self) -> _Snapshot:
-        """Vectors and BM25 of the committed generation, reloaded when it moved."""
-        for _ in range(10):
-            generation = self.catalog.state().generation
-            snapshot = self._snapshot
-            if snapshot is not None and snapshot.generation == generation:
-                return snapshot
-            with self._reload:
+    def _current(self) -> View:
+        """The committed generation's view, reloaded when ``HEAD`` says it moved."""
+        stamp = _head_stamp(self.root)
+        view = self._view
+        if view is not None and stamp is not None and stamp == self._head_seen:
+            return view
+        with self._reload:
+            view = self._view  # another thread may have reloaded while this one waited
+            if view is not None and stamp is not None and stamp == self._head_seen:
+                return view
+            for _ in range(10):
+                state = self.catalog.state()
+                if view is not None and view.generation == state.generation:
+                    self._head_seen = stamp
+                    return view
                 try:
-                    snapshot = self._load(generation)
-                except FileNotFoundError:
-                    if self.catalog.state().generation != generation:
-                        continue  # a writer moved on and removed the old files
-                    raise CorruptCollectionError(
-                        f"vector index for generation {generation} is missing from {self.root}"
-                    ) from None
-                self._snapshot = snapshot
-                return snapshot
-        raise CollectionLockedError(f"{self.root} changes too fast to load a consistent index")
-
-    def _load(self, generation: int) -> _Snapshot:
-        vectors = vector_index.read_generation(self.root, generation)
-        try:
-            bm25 = BM25Index.load(bm25_path(self.root, generation))
-        except FileNotFoundError:
-            bm25 = self._rebuild_bm25(generation)
-        return _Snapshot(generation, vectors, bm25)
-
-    def _rebuild_bm25(self, generation: int) -> BM25Index:
-        """BM25 rebuilt from the catalog, for a generation whose BM25 file is missing."""
-        if not vector_index.index_path(self.root, generation).exists():
-            raise FileNotFoundError(vector_index.index_path(self.root, generation))
-        settings = self.manifest.bm25
-        rows = [(doc_id, self.analyzer(f"{title}\n{text}")) for doc_id, title, text in self.catalog.iter_texts()]
-        bm25 = BM25Index.empty(settings["k1"], settings["b"]).updated([], rows)
-        if self.catalog.state().generation == generation:
-            bm25.save(bm25_path(self.root, generation))
-        return bm25
+                    view = load_view(self.root, state, view)
+                except FileNotFoundError as exc:
+                    if self.catalog.state().generation != state.generation:
+                        continue  # a writer moved on and removed this generation's files
+                    raise CorruptCollectionError(f"generation {state.generation} of {self.root}: {exc} is missing") from None
+                self._view, self._head_seen = view, stamp
+                return view
+        raise CollectionLockedError(f"{self.root} changes too fast to load a consistent generation")
 
     # -- writes -----------------------------------------------------------
-    def add(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
-        """Insert new documents; an id that already exists is an error (use ``upsert``)."""
+    def add(self, documents: Iterable[Document | dict[str, Any]], vectors=None) -> WriteReport:
+        """Insert new documents; an id that already exists is an error (use ``upsert``).
+
+        Args:
+            documents: Documents or mappings with ``id``, ``text``, ``title``, ``metadata``.
+            vectors: Optional ``(len(documents), dim)`` embeddings computed elsewhere:
+                each document is then stored as one chunk spanning its text, with
+                its row of ``vectors`` (normalised) as the chunk's vector.
+        """
         docs = _coerce_batch(documents)
-        existing = self.catalog.content_hashes([d.id for d in docs])
+        existing = self.catalog.lookup([d.id for d in docs])
         if existing:
             raise BadInputError(
                 f"{len(existing)} document id(s) already exist ({', '.join(sorted(existing)[:3])}); use upsert"
             )
-        return self.upsert(docs)
+        return self.upsert(docs, vectors=vectors)
 
-    def upsert(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
+    def upsert(self, documents: Iterable[Document | dict[str, Any]], vectors=None) -> WriteReport:
         """Insert or replace documents, in one atomic commit.
 
         Unchanged documents (same content hash) cost nothing; changed ones
         have their old chunks replaced; a change of metadata alone re-embeds
-        nothing.
+        nothing. Embedding happens before the write lock is taken.
+
+        Args:
+            documents: As for ``add``.
+            vectors: As for ``add``.
         """
         docs = _coerce_batch(documents)
+        given = None
+        if vectors is not None:
+            given = _check_vectors(vectors, len(docs), self.manifest.model["dim"], "vectors")
         report = WriteReport()
         if not docs:
             return report
+        plan = _classify(docs, self.catalog.lookup([d.id for d in docs]))
+        embedded = self._embed([doc for doc, kind in plan if kind == "text"], docs, given)
         with self._write_lock():
-            existing = self.catalog.content_hashes([d.id for d in docs])
-            changed: list[tuple[Document, str]] = []
-            for doc in docs:
-                digest = doc.content_hash()
-                old = existing.get(doc.id)
-                if old == digest:
-                    report.unchanged.append(doc.id)
-                    continue
-                (report.updated if old else report.added).append(doc.id)
-                changed.append((doc, digest))
-            metadata_only = self._same_text(changed)
-            changed = [(doc, digest) for doc, digest in changed if doc.id not in metadata_only]
-            if not changed:
-                if metadata_only:
-                    self.catalog.update_metadata(list(metadata_only.values()))
-                return report
-            splits = [self.chunker.split(doc) for doc, _ in changed]
-            texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
-            vectors = self.embedder.embed(texts, on_overflow="error")
-            state = self.catalog.state()
-            next_id = state.next_chunk_id
-            writes = []
-            for (doc, digest), chunk_list in zip(changed, splits):
-                ids = list(range(next_id, next_id + len(chunk_list)))
-                next_id += len(chunk_list)
-                writes.append(
-                    DocumentWrite(
-                        doc.id,
-                        doc.title,
-                        doc.text,
-                        doc.metadata,
-                        digest,
-                        ids,
-                        [(c.start, c.end) for c in chunk_list],
-                    )
-                )
-            replaced = [doc_id for doc_id in report.updated if doc_id not in metadata_only]
-            stale = self.catalog.chunk_ids_of(replaced) if replaced else np.zeros(0, np.int64)
-            new_ids = np.arange(state.next_chunk_id, next_id, dtype=np.int64)
-            self._commit(
-                state.generation, stale, new_ids, vectors, replaced, writes, next_id, list(metadata_only.values())
-            )
-            report.chunks = len(texts)
+            stored = self.catalog.lookup([d.id for d in docs])
+            plan = _classify(docs, stored)  # again: another writer may have moved on meanwhile
+            late = [doc for doc, kind in plan if kind == "text" and doc.id not in embedded]
+            embedded.update(self._embed(late, docs, given))
+            self._commit_documents(plan, stored, embedded, report)
         return report
 
     def delete(self, ids: Iterable[str]) -> WriteReport:
         """Remove documents by id; unknown ids are ignored. Returns what was deleted."""
+        if isinstance(ids, str):
+            raise BadInputError(f"delete takes a list of ids, got the string {ids!r}; use delete([{ids!r}])")
         wanted = list(dict.fromkeys(ids))
         for doc_id in wanted:
             if not isinstance(doc_id, str):
                 raise BadInputError(f"document ids are strings, got {doc_id!r}")
         report = WriteReport()
         with self._write_lock():
-            present = sorted(self.catalog.content_hashes(wanted))
-            if not present:
+            stored = self.catalog.lookup(wanted)
+            if not stored:
                 return report
-            state = self.catalog.state()
-            stale = self.catalog.chunk_ids_of(present)
-            self._commit(state.generation, stale, np.zeros(0, np.int64), None, present, [], state.next_chunk_id)
-            report.deleted = present
+            state, view = self._writer_state()
+            parts, touched = self._with_deletions(view, [row.key for row in stored.values()], state.generation + 1)
+            change = Publish(refs(parts), state.next_key, state.next_segment, remove=sorted(stored))
+            self._publish(state, change, new_files=touched)
+            report.deleted = sorted(stored)
         return report
 
-    def _same_text(self, changed: list[tuple[Document, str]]) -> dict[str, tuple[str, dict, str]]:
-        """Changed documents whose title and text are stored as is: only their metadata moved.
+    def compact(self) -> dict[str, Any]:
+        """Merge every segment into one without deleted rows, and shrink the catalog.
 
-        Returns:
-            ``{id: (id, metadata, content_hash)}`` for those documents.
+        The merged segment's vector index is chosen by its size (see
+        ``IndexPolicy``). Returns ``{"segments_before", "segments_after",
+        "bytes_before", "bytes_after"}``.
         """
-        stored = self.catalog.documents([doc.id for doc, _ in changed])
+        before = _size_on_disk(self.root)
+        with self._write_lock():
+            state, view = self._writer_state()
+            n_before = len(view.parts)
+            needs = len(view.parts) > 1 or any(p.n_live_docs < p.segment.n_docs for p in view.parts)
+            if needs:
+                self._merge(state, view, [p.ref.name for p in view.parts])
+            self.catalog.vacuum()
+            n_after = len(self._current().parts)
         return {
-            doc.id: (doc.id, doc.metadata, digest)
-            for doc, digest in changed
-            if doc.id in stored and stored[doc.id].title == doc.title and stored[doc.id].text == doc.text
+            "segments_before": n_before,
+            "segments_after": n_after,
+            "bytes_before": before,
+            "bytes_after": _size_on_disk(self.root),
         }
 
-    def _commit(
-        self, generation, stale_ids, new_ids, vectors, remove_doc_ids, writes, next_chunk_id, metadata_updates=()
+    def _embed(self, docs: list[Document], batch: list[Document], given: np.ndarray | None) -> dict[str, _Embedded]:
+        """Chunks and vectors of ``docs`` (taken from ``given``, row-aligned with ``batch``, when set)."""
+        if not docs:
+            return {}
+        if given is not None:
+            row_of = {doc.id: i for i, doc in enumerate(batch)}
+            return {doc.id: _Embedded([(0, len(doc.text))], given[row_of[doc.id] : row_of[doc.id] + 1]) for doc in docs}
+        splits = [self.chunker.split(doc) for doc in docs]
+        texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
+        vectors = self.embedder.embed(texts, on_overflow="error")
+        out, at = {}, 0
+        for doc, chunk_list in zip(docs, splits):
+            out[doc.id] = _Embedded([(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)])
+            at += len(chunk_list)
+        return out
+
+    def _commit_documents(
+        self,
+        plan: list[tuple[Document, str]],
+        stored: dict[str, StoredDocument],
+        embedded: dict[str, _Embedded],
+        report: WriteReport,
     ) -> None:
-        """Publish generation + 1: vector and BM25 files first, then the catalog transaction."""
-        current = self._load(generation)
-        index = current.vectors
-        if stale_ids.size:
-            index.remove_ids(stale_ids)
-        if new_ids.size:
-            index.add_with_ids(vectors, new_ids)
-        bm25 = current.bm25.updated(
-            remove_doc_ids, [(w.id, self.analyzer(f"{w.title}\n{w.text}")) for w in writes]
+        """Write the new segment and deletions of one upsert and publish them (lock held)."""
+        state, view = self._writer_state()
+        new_docs = [doc for doc, kind in plan if kind == "text"]
+        metadata = [
+            (doc.id, stored[doc.id].key, doc.metadata, doc.content_hash()) for doc, kind in plan if kind == "metadata"
+        ]
+        for doc, kind in plan:
+            if kind == "unchanged":
+                report.unchanged.append(doc.id)
+            else:
+                (report.updated if doc.id in stored else report.added).append(doc.id)
+        if not new_docs and not metadata:
+            return
+        keys = list(range(state.next_key, state.next_key + len(new_docs)))
+        rows = [
+            DocumentRow(doc.id, key, doc.title, doc.metadata, doc.content_hash(), doc.text_hash(), len(embedded[doc.id].spans))
+            for doc, key in zip(new_docs, keys)
+        ]
+        replaced = [stored[doc.id].key for doc in new_docs if doc.id in stored]
+        parts, touched = self._with_deletions(view, replaced, state.generation + 1)
+        segments, next_segment = refs(parts), state.next_segment
+        if new_docs:
+            name = segment_name(state.next_segment)
+            touched.append(self.root / SEGMENTS_DIR / name)
+            data = SegmentData.from_documents(
+                keys,
+                [doc.title for doc in new_docs],
+                [doc.text for doc in new_docs],
+                [embedded[doc.id].spans for doc in new_docs],
+                np.concatenate([embedded[doc.id].vectors for doc in new_docs]),
+                self.analyzer,
+            )
+            try:
+                data.write(self.root / SEGMENTS_DIR / name, self.index_policy)
+            except BaseException:
+                _remove_files(touched)
+                raise
+            segments.append(SegmentRef(name, 0))
+            next_segment += 1
+            report.chunks = len(data.spans)
+        change = Publish(
+            segments,
+            state.next_key + len(new_docs),
+            next_segment,
+            remove=[doc.id for doc in new_docs if doc.id in stored],
+            insert=rows,
+            metadata=metadata,
         )
-        new_files = (vector_index.index_path(self.root, generation + 1), bm25_path(self.root, generation + 1))
+        self._publish(state, change, new_files=touched)
+        self._merge_after_commit()
+
+    def _with_deletions(
+        self, view: View, keys: Sequence[int], generation: int
+    ) -> tuple[list[SegmentView], list[Path]]:
+        """The view's parts with ``keys`` deleted: new deletion files written for ``generation``.
+
+        Returns:
+            ``(parts, files written)``; parts whose every row is gone are left out.
+        """
+        parts, written = [], []
+        rows_per_part = view.locate(np.sort(np.asarray(keys, dtype=np.int64)))
         try:
-            vector_index.write_generation(self.root, generation + 1, index)
-            bm25.save(new_files[1])
-            new_generation = self.catalog.commit(generation, remove_doc_ids, writes, next_chunk_id, metadata_updates)
+            for part, rows in zip(view.parts, rows_per_part):
+                if len(rows) == 0:
+                    parts.append(part)
+                    continue
+                deleted = np.union1d(part.deleted, rows)
+                if len(deleted) == part.segment.n_docs:
+                    continue  # nothing live is left: the segment leaves the generation
+                written.append(part.segment.folder / deletion_file(generation))
+                write_deletions(part.segment.folder, generation, deleted)
+                parts.append(SegmentView.open(SegmentRef(part.ref.name, generation), part.segment))
         except BaseException:
-            for path in new_files:
-                path.unlink(missing_ok=True)
+            _remove_files(written)
             raise
-        vector_index.remove_other_generations(self.root, keep=new_generation)
+        return parts, written
+
+    def _publish(self, state: CatalogState, change: Publish, new_files: Sequence[Path]) -> None:
+        """Commit ``change`` as generation + 1, then point ``HEAD`` at it and drop unreferenced files."""
+        try:
+            generation = self.catalog.publish(state.generation, change)
+        except BaseException:
+            _remove_files(new_files)
+            raise
+        write_head(self.root, generation)
+        new_state = self.catalog.state()
         with self._reload:
-            self._snapshot = _Snapshot(new_generation, index, bm25)
+            self._view = load_view(self.root, new_state, self._view)
+            self._head_seen = _head_stamp(self.root)
+        _remove_unreferenced(self.root, new_state)
+
+    def _writer_state(self) -> tuple[CatalogState, View]:
+        """The committed state and its view, for a writer holding the lock."""
+        state = self.catalog.state()
+        view = self._current()
+        if view.generation != state.generation:
+            view = load_view(self.root, state, view)
+        return state, view
+
+    def _merge_after_commit(self) -> None:
+        """Run at most one merge that the merge policy asks for (lock held)."""
+        state, view = self._writer_state()
+        names = self.merge_policy.plan(view.parts)
+        if names:
+            self._merge(state, view, names)
+
+    def _merge(self, state: CatalogState, view: View, names: Sequence[str]) -> None:
+        """Replace the segments ``names`` by one holding their live rows; no catalog row changes."""
+        chosen = [p for p in view.parts if p.ref.name in names]
+        rest = [p.ref for p in view.parts if p.ref.name not in names]
+        live = [p for p in chosen if p.n_live_docs]
+        if live:
+            data = merge([p.segment for p in live], [p.deleted for p in live])
+            name = segment_name(state.next_segment)
+            folder = self.root / SEGMENTS_DIR / name
+            try:
+                data.write(folder, self.index_policy)
+            except BaseException:
+                _remove_files([folder])
+                raise
+            rest.append(SegmentRef(name, 0))
+            rest.sort(key=lambda ref: ref.name)
+            written = [folder]
+        else:
+            written = []
+        change = Publish(rest, state.next_key, state.next_segment + (1 if live else 0))
+        self._publish(state, change, new_files=written)
 
     @contextlib.contextmanager
     def _write_lock(self) -> Iterator[None]:
-        """Hold the collection's single-writer lock (released if the process dies)."""
+        """Hold the collection's single-writer lock (released if the process dies).
+
+        On taking it, the files an interrupted writer left behind are removed.
+        """
         try:
             self._lock.acquire()
         except Timeout:
@@ -578,14 +788,79 @@ class Collection:
                 f"{self.root} is being written by another process (waited {self._lock_timeout:.0f}s)"
             ) from None
         try:
+            state = self.catalog.state()
+            _remove_unreferenced(self.root, state)
+            if _read_head(self.root) != state.generation:  # a writer died between publish and HEAD
+                write_head(self.root, state.generation)
             yield
         finally:
             self._lock.release()
 
 
+def _classify(docs: list[Document], stored: dict[str, StoredDocument]) -> list[tuple[Document, str]]:
+    """Each document with what a write must do: ``"unchanged"``, ``"metadata"`` or ``"text"``."""
+    plan = []
+    for doc in docs:
+        row = stored.get(doc.id)
+        if row is not None and row.content_hash == doc.content_hash():
+            plan.append((doc, "unchanged"))
+        elif row is not None and row.text_hash == doc.text_hash():
+            plan.append((doc, "metadata"))
+        else:
+            plan.append((doc, "text"))
+    return plan
+
+
+def _index_summary(view: View) -> str:
+    """``"2 segments: IVF1024 nprobe 16 (1,000,000 chunks), exact (2,000 chunks)"``."""
+    if not view.parts:
+        return "no segments (empty)"
+    described = []
+    for part in view.parts:
+        index = part.segment.meta["index"]
+        kind = f"IVF{index['nlist']} nprobe {index['nprobe']}" if index["type"] == vector_index.IVF else "exact"
+        described.append(f"{kind} ({part.n_live_chunks:,} chunks)")
+    count = f"{len(view.parts)} segment{'s' if len(view.parts) > 1 else ''}"
+    return f"{count}: {', '.join(described)}"
+
+
+def _keyword_chunk(segment: Segment, doc_row: int, terms: Sequence[str]) -> int:
+    """The chunk of ``doc_row`` holding the most distinct ``terms`` (the first on ties)."""
+    lo, hi = int(segment.doc_chunks[doc_row]), int(segment.doc_chunks[doc_row + 1])
+    if hi - lo == 1 or not terms:
+        return lo
+    counts = np.zeros(hi - lo, dtype=np.int64)
+    for term in terms:
+        rows, _ = segment.chunk_terms.of(term)
+        a, b = np.searchsorted(rows, [lo, hi])
+        counts[np.asarray(rows[a:b]) - lo] += 1
+    return lo + int(np.argmax(counts))
+
+
+def _check_vectors(vectors, n: int, dim: int, what: str, single: bool = False) -> np.ndarray:
+    """``vectors`` as ``(n, dim)`` float32 rows of unit norm; a clear error when they cannot be."""
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"{what} must be numbers: {exc}") from None
+    if single and array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape != (n, dim):
+        expected = f"({dim},)" if single else f"({n}, {dim})"
+        raise BadInputError(f"{what} must have shape {expected} for this collection, got {tuple(array.shape)}")
+    if not np.isfinite(array).all():
+        raise BadInputError(f"{what} hold NaN or infinite values")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise BadInputError(f"{what} hold an all-zero row, which has no direction")
+    return np.ascontiguousarray(array / norms, dtype=np.float32)
+
+
 def _coerce_batch(documents: Iterable[Document | dict[str, Any]]) -> list[Document]:
     if isinstance(documents, (Document, dict)):
         documents = [documents]
+    if isinstance(documents, (str, bytes)):
+        raise BadInputError("documents must be a list of documents or mappings, got a string")
     docs = [coerce_document(item) for item in documents]
     seen: set[str] = set()
     for doc in docs:
@@ -606,11 +881,60 @@ def _check_model(root: Path, manifest: Manifest, embedder: Embedder) -> None:
         )
 
 
+def write_head(root: Path, generation: int) -> None:
+    """Point ``HEAD`` at ``generation``: a new file (new inode) that readers ``stat``."""
+    atomic_write_text(Path(root) / HEAD_FILE, f"{generation}\n")
+
+
+def _read_head(root: Path) -> int | None:
+    try:
+        return int((Path(root) / HEAD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _head_stamp(root: Path) -> tuple | None:
+    try:
+        st = os.stat(Path(root) / HEAD_FILE)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def _remove_unreferenced(root: Path, state: CatalogState) -> None:
+    """Remove segment folders and deletion files that ``state`` does not reference."""
+    folder = Path(root) / SEGMENTS_DIR
+    if not folder.is_dir():
+        return
+    wanted = {ref.name: ref.deletions for ref in state.segments}
+    removed = False
+    for path in folder.iterdir():
+        if path.name not in wanted:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+            removed = True
+            continue
+        for deletions in path.glob("deleted.*.npy"):
+            if deletions.name != deletion_file(wanted[path.name]):
+                deletions.unlink(missing_ok=True)
+                removed = True
+    if removed:
+        fsync_dir(folder)
+
+
+def _remove_files(paths: Sequence[Path]) -> None:
+    for path in paths:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 def _remove_partial_collection(root: Path) -> None:
     """Clear what an interrupted ``create`` left (no manifest was written)."""
-    for name in (DEFAULT_CATALOG, f"{DEFAULT_CATALOG}-wal", f"{DEFAULT_CATALOG}-shm"):
+    for name in (DEFAULT_CATALOG, f"{DEFAULT_CATALOG}-wal", f"{DEFAULT_CATALOG}-shm", HEAD_FILE):
         (root / name).unlink(missing_ok=True)
-    shutil.rmtree(root / vector_index.INDEX_DIR, ignore_errors=True)
+    shutil.rmtree(root / SEGMENTS_DIR, ignore_errors=True)
+    shutil.rmtree(root / "index", ignore_errors=True)
 
 
 def _size_on_disk(root: Path) -> int:

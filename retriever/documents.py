@@ -34,6 +34,11 @@ class Document:
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
+    def text_hash(self) -> str:
+        """SHA-256 over title and text: what the vectors and index terms depend on."""
+        payload = json.dumps([self.title, self.text], ensure_ascii=False)
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
 
 @dataclass(frozen=True)
 class Hit:

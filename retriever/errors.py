@@ -32,3 +32,7 @@ class CollectionLockedError(SemsearchError):
 
 class CorruptCollectionError(SemsearchError):
     """The collection's files disagree with each other or cannot be read."""
+
+
+class FormatVersionError(CorruptCollectionError):
+    """The collection was written in an older on-disk format; ``semsearch upgrade`` converts it."""

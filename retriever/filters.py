@@ -40,6 +40,13 @@ def parse_where(text: str | None) -> dict | None:
     return where
 
 
+def validate_where(where: Any) -> None:
+    """Raise ``FilterError`` naming the first malformed part of ``where``; return quietly if sound."""
+    from sqlalchemy import JSON, column
+
+    compile_where(where, column("meta", JSON))
+
+
 def compile_where(where: dict[str, Any], column) -> ColumnElement:
     """Compile ``where`` against a JSON ``column``; raises ``FilterError`` when malformed."""
     if not isinstance(where, dict):

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from retriever.atomic import atomic_write_text
-from retriever.errors import CollectionNotFoundError, CorruptCollectionError
+from retriever.errors import CollectionNotFoundError, CorruptCollectionError, FormatVersionError
 
 MANIFEST = "manifest.json"
 FORMAT = "semsearch-collection"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 1: one FAISS file and one BM25 file per generation; 2: segments
 DEFAULT_CATALOG = "catalog.sqlite"
 
 
@@ -25,7 +25,8 @@ class Manifest:
         model: Model identity: name, sha256 of weights, dim, max_tokens,
             pooling, normalize.
         chunking: window_tokens, overlap_tokens, title_prefix.
-        index: Vector index spec (FAISS factory string and metric).
+        index: Vector index policy: which FAISS index a segment gets by its
+            size, and the merge policy.
         bm25: BM25 parameters and text analysis (k1, b, stemmer, stopwords).
         catalog_url: SQLAlchemy URL, or ``None`` for ``catalog.sqlite`` inside
             the directory.
@@ -66,10 +67,15 @@ class Manifest:
             raise CorruptCollectionError(f"cannot read {path}: {exc}") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise CollectionNotFoundError(f"{path} is not a semsearch collection manifest")
-        if data.get("format_version") != FORMAT_VERSION:
+        version = data.get("format_version")
+        if version != FORMAT_VERSION:
+            if isinstance(version, int) and 1 <= version < FORMAT_VERSION:
+                raise FormatVersionError(
+                    f"collection {root} has format version {version}; this semsearch reads version "
+                    f"{FORMAT_VERSION}: run `semsearch upgrade -c {root}` to convert it in place"
+                )
             raise CorruptCollectionError(
-                f"{path} has format version {data.get('format_version')}; "
-                f"this semsearch reads version {FORMAT_VERSION}"
+                f"{path} has format version {version}; this semsearch reads version {FORMAT_VERSION}"
             )
         try:
             return cls(**data)

@@ -350,3 +350,30 @@ def test_without_a_key_every_route_is_open_and_parallel_searches_agree(tmp_path,
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+def test_documents_and_searches_with_vectors_computed_elsewhere(api):
+    status, body = api.call("GET", "/stats")
+    dim = body["dim"]
+    rng = np.random.default_rng(11)
+    vectors = rng.normal(size=(2, dim))
+    docs = [
+        {"id": f"vec-{i}", "text": f"embedded elsewhere, number {i}", "metadata": {"lang": "xx"}, "vector": list(v)}
+        for i, v in enumerate(vectors)
+    ]
+    status, body = api.call("POST", "/documents", {"documents": docs})
+    assert status == 200 and sorted(body["added"]) == ["vec-0", "vec-1"] and body["chunks"] == 2
+    status, body = api.search(vector=list(vectors[1]), k=1, where={"lang": "xx"})
+    assert status == 200 and body["hits"][0]["id"] == "vec-1"
+    assert body["hits"][0]["score"] == pytest.approx(1.0, abs=1e-4)
+    status, body = api.search(query="embedded elsewhere", vector=list(vectors[0]), k=2, where={"lang": "xx"})
+    assert status == 200 and body["hits"][0]["id"] == "vec-0"
+    status, body = api.search(vector=[1.0] * (dim + 1))
+    assert status == 400 and "shape" in body["detail"]
+    status, body = api.search(k=3)
+    assert status == 422 and "vector" in body["detail"]
+    mixed = [dict(docs[0], id="vec-2"), {k: v for k, v in docs[1].items() if k != "vector"} | {"id": "vec-3"}]
+    status, body = api.call("POST", "/documents", {"documents": mixed})
+    assert status == 422 and "documents[1].vector" in body["detail"]
+    for i in range(2):
+        assert api.call("DELETE", f"/documents/vec-{i}")[0] == 200

@@ -73,7 +73,7 @@ def test_query_in_url_shows_result_cards(monkeypatch, collection):
     # stats in the sidebar
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Documents"] == "4" and int(metrics["Chunks"]) >= 4
-    assert "IDMap2,Flat" in page
+    assert "1 segment: exact (" in page
 
 
 def test_k_mode_and_filters(monkeypatch, collection):

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from retriever import Collection
-from retriever import vector_index
-from retriever.bm25 import BM25Index, bm25_path
+from retriever.segment import SEGMENTS_DIR
 
 WORDS = (
     "river mountain coffee tea python database network search engine winter snow cloud fox dog "
@@ -25,11 +24,14 @@ WORDS = (
 ).split()
 
 
-def _write_corpus(path: Path, n: int = 240) -> None:
+def _write_corpus(path: Path, n: int = 240, edit_every: int = 0) -> None:
+    """``n`` notes; with ``edit_every``, every such note gets other text (a second version)."""
     rng = random.Random(7)
     with path.open("w", encoding="utf-8") as out:
         for i in range(n):
             text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 120)))
+            if edit_every and i % edit_every == 0:
+                text = "edited " + text[::-1]
             out.write(json.dumps({"id": f"doc-{i}", "title": f"note {i}", "text": text, "n": i}) + "\n")
 
 
@@ -46,31 +48,35 @@ def _generation(collection: Path) -> int:
         return -1
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1) as conn:
-            row = conn.execute("SELECT generation FROM state WHERE id = 1").fetchone()
+            row = conn.execute("SELECT generation FROM semsearch_state WHERE id = 1").fetchone()
     except sqlite3.Error:
         return -1
     return row[0] if row else -1
 
 
 def _snapshot(collection_dir: Path) -> dict:
-    """Documents, chunk spans and vectors, keyed by content rather than internal ids."""
+    """Documents, chunk counts and top hits, keyed by content rather than internal keys."""
     with Collection.open(collection_dir) as col:
-        index = vector_index.read_generation(col.root, col.catalog.state().generation)
-        faiss_ids = set(vector_index.ids_of(index).tolist())
-        catalog_ids = set(col.catalog.all_chunk_ids().tolist())
-        assert faiss_ids == catalog_ids, "vectors and catalog disagree after a kill"
-        docs = col.catalog.documents(list(col.ids()))
+        state = col.catalog.state()
+        view = col._current()
+        stored = col.catalog.lookup(list(col.ids()))
         n_docs, n_chunks = col.catalog.counts()
-        assert sum(row.n_chunks for row in docs.values()) == n_chunks
-        bm25 = BM25Index.load(bm25_path(col.root, col.catalog.state().generation))
-        assert sorted(bm25.doc_ids) == sorted(docs), "BM25 and catalog disagree after a kill"
+        live = set()
+        for part in view.parts:
+            rows = range(part.segment.n_docs) if part.live_docs is None else part.live_docs.nonzero()[0]
+            live.update(int(part.segment.keys[r]) for r in rows)
+        assert live == {row.key for row in stored.values()}, "segments and catalog disagree after a kill"
+        assert sum(p.n_live_chunks for p in view.parts) == n_chunks
+        referenced = {ref.name for ref in state.segments}
         hits = [h.id for h in col.search("coffee tea mountain", k=5)] if n_docs else []
-        return {
-            "hashes": {doc_id: row.content_hash for doc_id, row in docs.items()},
-            "chunks": n_chunks,
-            "vectors": index.ntotal,
-            "hits": hits,
-        }
+        texts = {doc_id: col.get(doc_id).text for doc_id in stored}
+    return {
+        "hashes": {doc_id: row.content_hash for doc_id, row in stored.items()},
+        "texts": texts,
+        "chunks": n_chunks,
+        "hits": hits,
+        "segments_referenced": referenced <= {p.name for p in (collection_dir / SEGMENTS_DIR).iterdir()},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -132,6 +138,36 @@ def test_sigkill_at_several_points_then_rerun_matches_uninterrupted_run(
 
     subprocess.run(command, check=True, cwd=_repo(), stderr=subprocess.DEVNULL)
     assert _snapshot(target) == reference
-    generation = _generation(target)
-    leftovers = sorted(p.name for p in (target / "index").iterdir())
-    assert leftovers == [f"bm25.{generation}.npz", f"vectors.{generation}.faiss"]
+    _assert_no_leftovers(target)
+
+
+def _assert_no_leftovers(target: Path) -> None:
+    with Collection.open(target) as col:
+        state = col.catalog.state()
+    on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (target / SEGMENTS_DIR).iterdir()}
+    assert on_disk == {r.name: [f"deleted.{r.deletions}.npy"] if r.deletions else [] for r in state.segments}
+
+
+def test_sigkill_while_replacing_documents_then_rerun_matches(tmp_path, corpus, tiny_model_dir):
+    """Kills land while new versions are written: segments, deletion files, the publish and merges."""
+    edited = tmp_path / "edited.jsonl"
+    _write_corpus(edited, edit_every=3)
+    expected_dir = tmp_path / "expected"
+    subprocess.run(_index_command(corpus, expected_dir, tiny_model_dir), check=True, cwd=_repo())
+    subprocess.run(_index_command(edited, expected_dir, tiny_model_dir), check=True, cwd=_repo())
+    expected = _snapshot(expected_dir)
+
+    target = tmp_path / "col"
+    subprocess.run(_index_command(corpus, target, tiny_model_dir), check=True, cwd=_repo())
+    before = _snapshot(target)
+    start = _generation(target)
+    command = _index_command(edited, target, tiny_model_dir)
+    for step, delay in [(1, 0.0), (2, 0.003), (4, 0.0), (6, 0.01), (9, 0.001)]:
+        _run_and_kill(command, target, start + step, delay)
+        partial = _snapshot(target)
+        for doc_id, text in partial["texts"].items():  # every document is whole: old or new version
+            assert text in (before["texts"][doc_id], expected["texts"][doc_id])
+        assert set(partial["texts"]) == set(expected["texts"])
+    subprocess.run(command, check=True, cwd=_repo(), stderr=subprocess.DEVNULL)
+    assert _snapshot(target) == expected
+    _assert_no_leftovers(target)

@@ -16,9 +16,8 @@ from retriever import (
     Embedder,
     ModelMismatchError,
 )
-from retriever import vector_index
-from retriever.bm25 import BM25Index, bm25_path
 from retriever.manifest import DEFAULT_CATALOG, MANIFEST
+from retriever.segment import SEGMENTS_DIR, deletion_file
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans".split()
 
@@ -27,22 +26,30 @@ def words(n: int, offset: int = 0) -> str:
     return " ".join(WORDS[(i + offset) % len(WORDS)] for i in range(n))
 
 
-def index_ids(col: Collection) -> set[int]:
-    """Chunk ids in the committed generation's index file."""
-    index = vector_index.read_generation(col.root, col.catalog.state().generation)
-    return set(vector_index.ids_of(index).tolist())
+def live_keys(col: Collection) -> set[int]:
+    """Keys of the live documents in the committed generation's segments."""
+    view = col._current()
+    keys = set()
+    for part in view.parts:
+        rows = range(part.segment.n_docs) if part.live_docs is None else part.live_docs.nonzero()[0]
+        keys.update(int(part.segment.keys[r]) for r in rows)
+    return keys
 
 
 def assert_consistent(col: Collection) -> None:
-    catalog_ids = set(col.catalog.all_chunk_ids().tolist())
-    index = vector_index.read_generation(col.root, col.catalog.state().generation)
-    assert index.ntotal == len(catalog_ids) == col.catalog.counts()[1]
-    assert index_ids(col) == catalog_ids
-    generation = col.catalog.state().generation
-    files = sorted(p.name for p in (col.root / vector_index.INDEX_DIR).iterdir())
-    assert files == [f"bm25.{generation}.npz", f"vectors.{generation}.faiss"]
-    bm25 = BM25Index.load(bm25_path(col.root, generation))
-    assert sorted(bm25.doc_ids) == sorted(col.ids())
+    """Catalog, segments and files on disk agree on the committed generation."""
+    state = col.catalog.state()
+    view = col._current()
+    assert view.generation == state.generation
+    assert live_keys(col) == set(col.catalog.all_keys().tolist())
+    n_docs, n_chunks = col.catalog.counts()
+    assert sum(p.n_live_docs for p in view.parts) == n_docs
+    assert sum(p.n_live_chunks for p in view.parts) == n_chunks
+    on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (col.root / SEGMENTS_DIR).iterdir()}
+    expected = {ref.name: [deletion_file(ref.deletions)] if ref.deletions else [] for ref in state.segments}
+    assert on_disk == expected
+    for part in view.parts:
+        assert part.segment.index.ntotal == part.segment.n_chunks
 
 
 def snapshot(col: Collection):
@@ -50,7 +57,7 @@ def snapshot(col: Collection):
         col.catalog.state().generation,
         col.catalog.counts(),
         {i: (d.text, d.title, d.metadata) for i in col.ids() for d in [col.get(i)]},
-        index_ids(col),
+        live_keys(col),
     )
 
 
@@ -96,9 +103,9 @@ def test_open_or_create(tmp_path, tiny_embedder):
 
 def test_create_over_a_partial_create_succeeds(tmp_path, tiny_embedder):
     path = tmp_path / "col"
-    (path / vector_index.INDEX_DIR).mkdir(parents=True)
+    (path / SEGMENTS_DIR / "s000001").mkdir(parents=True)
     (path / DEFAULT_CATALOG).write_text("half-written")
-    (path / vector_index.INDEX_DIR / "vectors.0.faiss").write_text("junk")
+    (path / SEGMENTS_DIR / "s000001" / "vectors.faiss").write_text("junk")
     col = Collection.create(path, tiny_embedder)
     col.add({"id": "a", "text": "tea"})
     assert len(Collection.open(path, tiny_embedder)) == 1
@@ -215,16 +222,17 @@ def test_add_existing_id_raises_and_changes_nothing(col):
 def test_upsert_replaces_old_chunks(col):
     col.add({"id": "long", "text": words(400)})
     col.add({"id": "other", "text": words(30, 3)})
-    long_chunks = col.catalog.chunk_ids_of(["long"])
-    assert len(long_chunks) > 2
+    assert len(col.chunk_spans("long")) > 2
     assert_consistent(col)
     generation = col.catalog.state().generation
+    old_key = col.catalog.lookup(["long"])["long"].key
 
     report = col.upsert({"id": "long", "text": "snow covers peaks"})
     assert report.updated == ["long"] and report.added == [] and report.chunks == 1
     assert col.catalog.state().generation == generation + 1
     assert col.catalog.counts() == (2, 2)
-    assert not set(long_chunks.tolist()) & index_ids(col)
+    assert col.chunk_spans("long") == [(0, len("snow covers peaks"))]
+    assert old_key not in live_keys(col)
     assert_consistent(col)
     hits = col.search("snow covers peaks", k=2)
     assert sorted(h.id for h in hits) == ["long", "other"]
@@ -235,12 +243,11 @@ def test_upsert_unchanged_content_does_no_work(col):
     doc = {"id": "a", "text": "green tea", "title": "Tea", "metadata": {"lang": "en", "n": 1}}
     col.upsert(doc)
     generation = col.catalog.state().generation
-    index_file = vector_index.index_path(col.root, generation)
-    mtime = index_file.stat().st_mtime_ns
+    files = {p: p.stat().st_mtime_ns for p in col.root.joinpath(SEGMENTS_DIR).rglob("*")}
     report = col.upsert({"id": "a", "text": "green tea", "title": "Tea", "metadata": {"n": 1, "lang": "en"}})
     assert report.unchanged == ["a"] and report.added == report.updated == [] and report.chunks == 0
     assert col.catalog.state().generation == generation
-    assert index_file.stat().st_mtime_ns == mtime
+    assert {p: p.stat().st_mtime_ns for p in col.root.joinpath(SEGMENTS_DIR).rglob("*")} == files
 
     mixed = col.upsert([doc, {"id": "b", "text": "coffee"}])
     assert mixed.unchanged == ["a"] and mixed.added == ["b"]
@@ -414,14 +421,14 @@ def test_info_reports_counts_model_and_size(col, tiny_embedder):
 def test_long_document_gets_covering_chunks(col, tiny_embedder):
     text = words(500)
     report = col.add({"id": "long", "text": text, "title": "Long"})
-    rows = sorted(col.catalog.chunk_rows(col.catalog.chunk_ids_of(["long"])).values(), key=lambda r: r.ordinal)
+    spans = col.chunk_spans("long")
     window = col.manifest.chunking["window_tokens"]
-    assert report.chunks == len(rows) >= 500 // window + 1
-    assert rows[0].start == 0 and rows[-1].end == len(text)
-    for a, b in zip(rows, rows[1:]):
-        assert b.start < a.end  # overlapping, no gap
-    for row in rows:
-        assert tiny_embedder.count_tokens(["Long\n" + text[row.start : row.end]])[0] <= tiny_embedder.max_tokens
+    assert report.chunks == len(spans) >= 500 // window + 1
+    assert spans[0][0] == 0 and spans[-1][1] == len(text)
+    for (_, a_end), (b_start, _) in zip(spans, spans[1:]):
+        assert b_start < a_end  # overlapping, no gap
+    for start, end in spans:
+        assert tiny_embedder.count_tokens(["Long\n" + text[start:end]])[0] <= tiny_embedder.max_tokens
 
 
 PASTA = [
@@ -455,7 +462,7 @@ def test_query_matching_only_the_tail_of_a_long_document(tmp_path, minilm):
             {"id": "plants", "text": "Photosynthesis turns sunlight, water and carbon dioxide into sugar."},
         ]
     )
-    n_long_chunks = len(col.catalog.chunk_ids_of(["long"]))
+    n_long_chunks = len(col.chunk_spans("long"))
     assert n_long_chunks >= 3
     hits = col.search("lava flowing from an erupting volcano", k=2)
     top = hits[0]
@@ -472,10 +479,9 @@ def test_word_longer_than_the_window_is_indexed(tmp_path, minilm):
     text = f"The diagnosis read {word} in the report."
     report = col.add({"id": "w", "text": text})
     assert report.chunks >= 2
-    rows = col.catalog.chunk_rows(col.catalog.chunk_ids_of(["w"])).values()
     covered = set()
-    for row in rows:
-        covered.update(range(row.start, row.end))
+    for start, end in col.chunk_spans("w"):
+        covered.update(range(start, end))
     assert all(i in covered for i, ch in enumerate(text) if not ch.isspace())
 
 
@@ -551,11 +557,14 @@ def test_metadata_only_change_reembeds_nothing(col):
     col.add([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "en"}},
              {"id": "b", "text": "coffee beans are roasted", "metadata": {"lang": "en"}}])
     generation = col.catalog.state().generation
-    chunks_before = sorted(col.catalog.all_chunk_ids().tolist())
+    segments_before = col.catalog.state().segments
+    keys_before = live_keys(col)
     report = col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}])
     assert (report.updated, report.chunks) == (["a"], 0)
-    assert col.catalog.state().generation == generation
-    assert sorted(col.catalog.all_chunk_ids().tolist()) == chunks_before
+    # the generation moves, so every reader sees the new metadata at once; no segment changes
+    assert col.catalog.state().generation == generation + 1
+    assert col.catalog.state().segments == segments_before
+    assert live_keys(col) == keys_before
     assert col.get("a").metadata == {"lang": "de"}
     assert [h.id for h in col.search("tea", k=5, where={"lang": "de"})] == ["a"]
     assert col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}]).unchanged == ["a"]

@@ -1,4 +1,4 @@
-"""Metadata filters compiled to SQL and run against a real SQLite catalog.
+"""Metadata filters compiled to SQL over the indexed metadata table of a real SQLite catalog.
 
 Expected sets come from a Python oracle over the same metadata, written from
 the documented semantics (not copied from a run).
@@ -62,8 +62,9 @@ def col(tiny_embedder, tmp_path_factory):
 
 
 def matched(col, where) -> set[str]:
-    chunk_ids = col.catalog.matching_chunk_ids(where)
-    return {row.doc_id for row in col.catalog.chunk_rows(chunk_ids).values()}
+    keys = col.catalog.matching_keys(where)
+    assert len(set(keys.tolist())) == len(keys)
+    return {row.id for row in col.catalog.by_keys(keys).values()}
 
 
 CASES = [
@@ -184,7 +185,7 @@ def test_search_returns_all_matching_documents(col, where, pred):
 )
 def test_malformed_filters_raise_filter_error_naming_the_problem(col, where, words):
     with pytest.raises(FilterError) as info:
-        col.catalog.matching_chunk_ids(where)
+        col.catalog.matching_keys(where)
     for word in words:
         assert word in str(info.value)
     with pytest.raises(FilterError):

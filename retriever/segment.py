@@ -1,0 +1,364 @@
+"""Segments: the immutable units a collection's documents live in.
+
+A segment is a folder under ``segments/`` holding a batch of documents and
+their chunks, written once and never changed::
+
+    segments/s000017/
+        segment.json        counts, dimension, the vector index's type (written last)
+        keys.npy            (docs,) int64 catalog keys, ascending
+        doc_chunks.npy      (docs + 1,) int64: document r owns chunk rows [doc_chunks[r], doc_chunks[r + 1])
+        spans.npy           (chunks, 2) int64 character offsets of each chunk in its document
+        byte_spans.npy      (chunks, 2) int64 the same spans in UTF-8 bytes
+        text.bin            every document's text, UTF-8, one after another
+        text_offsets.npy    (docs + 1,) int64 byte offsets into text.bin
+        vectors.faiss       the chunk vectors (see ``retriever.vector_index``)
+        terms.txt           BM25 vocabulary, one term a line
+        postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
+        doc_lengths.npy     (docs,) float32 analysed length of title + text
+        chunk_terms.*.npy   term -> chunk rows containing it (for keyword snippets)
+        deleted.<g>.npy     document rows deleted as of generation g (the only files added later)
+
+Everything but the FAISS index is a NumPy array opened memory-mapped, so a
+reader pays for what it touches and processes share pages.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from retriever import vector_index
+from retriever.atomic import fsync_dir, write_durably
+from retriever.bm25 import Analyzer, Postings
+from retriever.errors import CorruptCollectionError
+
+SEGMENTS_DIR = "segments"
+META = "segment.json"
+
+
+def segment_name(number: int) -> str:
+    return f"s{number:06d}"
+
+
+@dataclass
+class SegmentData:
+    """A segment's content in memory, ready to write.
+
+    Attributes:
+        keys: ``(docs,)`` int64 catalog keys, ascending.
+        text_blob: Every document's UTF-8 text, concatenated.
+        text_offsets: ``(docs + 1,)`` byte offsets into ``text_blob``.
+        doc_chunks: ``(docs + 1,)`` first chunk row of each document.
+        spans: ``(chunks, 2)`` character spans; ``byte_spans`` the same in bytes.
+        vectors: ``(chunks, dim)`` float32 unit vectors.
+        postings: Document-level BM25 postings with term frequencies.
+        doc_lengths: ``(docs,)`` analysed lengths.
+        chunk_terms: Chunk-level incidence over the same vocabulary.
+    """
+
+    keys: np.ndarray
+    text_blob: bytes
+    text_offsets: np.ndarray
+    doc_chunks: np.ndarray
+    spans: np.ndarray
+    byte_spans: np.ndarray
+    vectors: np.ndarray
+    postings: Postings
+    doc_lengths: np.ndarray
+    chunk_terms: Postings
+
+    @classmethod
+    def from_documents(
+        cls,
+        keys: Sequence[int],
+        titles: Sequence[str],
+        texts: Sequence[str],
+        spans: Sequence[Sequence[tuple[int, int]]],
+        vectors: np.ndarray,
+        analyzer: Analyzer,
+    ) -> "SegmentData":
+        """Analyse and lay out documents whose chunks were embedded into ``vectors`` (in order)."""
+        encoded = [text.encode("utf-8") for text in texts]
+        text_offsets = _offsets([len(b) for b in encoded])
+        doc_chunks = _offsets([len(s) for s in spans])
+        char_spans = np.asarray([span for doc in spans for span in doc], dtype=np.int64).reshape(-1, 2)
+        byte_spans = np.empty_like(char_spans)
+        vocabulary: dict[str, int] = {}
+        doc_parts, chunk_parts, lengths = [], [], []
+        for d, (title, text) in enumerate(zip(titles, texts)):
+            lo, hi = doc_chunks[d], doc_chunks[d + 1]
+            byte_spans[lo:hi] = _byte_offsets(text, char_spans[lo:hi])
+            offsets, terms = analyzer.positions(text)
+            ids = np.fromiter((vocabulary.setdefault(t, len(vocabulary)) for t in terms), np.int64, len(terms))
+            title_terms = analyzer(title) if title else []
+            title_ids = np.fromiter(
+                (vocabulary.setdefault(t, len(vocabulary)) for t in title_terms), np.int64, len(title_terms)
+            )
+            doc_parts.append((np.concatenate([title_ids, ids]), d))
+            lengths.append(len(title_ids) + len(ids))
+            bounds = np.searchsorted(offsets, char_spans[lo:hi])  # (chunks, 2): first and past-last term
+            for c, (a, b) in enumerate(bounds):
+                chunk_parts.append((ids[a:b], lo + c))
+        terms = list(vocabulary)
+        return cls(
+            keys=np.asarray(keys, dtype=np.int64),
+            text_blob=b"".join(encoded),
+            text_offsets=text_offsets,
+            doc_chunks=doc_chunks,
+            spans=char_spans,
+            byte_spans=byte_spans,
+            vectors=np.ascontiguousarray(vectors, dtype=np.float32),
+            postings=_postings(terms, doc_parts, counts=True),
+            doc_lengths=np.asarray(lengths, dtype=np.float32),
+            chunk_terms=_postings(terms, chunk_parts, counts=False),
+        )
+
+    def write(self, folder: Path, policy: vector_index.IndexPolicy) -> dict:
+        """Write the segment into a new ``folder``, fsynced; ``segment.json`` last. Returns its meta."""
+        folder = Path(folder)
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        index, index_info = vector_index.build(self.vectors, policy)
+        write_durably(folder / "vectors.faiss", lambda path: vector_index.write(index, path))
+        arrays = {
+            "keys": self.keys,
+            "doc_chunks": self.doc_chunks,
+            "spans": self.spans,
+            "byte_spans": self.byte_spans,
+            "text_offsets": self.text_offsets,
+            "doc_lengths": self.doc_lengths,
+            "postings.indptr": self.postings.indptr,
+            "postings.rows": self.postings.rows,
+            "postings.tf": self.postings.tf,
+            "chunk_terms.indptr": self.chunk_terms.indptr,
+            "chunk_terms.rows": self.chunk_terms.rows,
+        }
+        for name, array in arrays.items():
+            write_durably(folder / f"{name}.npy", lambda path, a=array: np.save(path, a, allow_pickle=False))
+        write_durably(folder / "text.bin", lambda path: path.write_bytes(self.text_blob))
+        terms = "\n".join(self.postings.terms)
+        write_durably(folder / "terms.txt", lambda path: path.write_text(terms, encoding="utf-8"))
+        meta = {
+            "docs": int(len(self.keys)),
+            "chunks": int(len(self.spans)),
+            "dim": int(self.vectors.shape[1]),
+            "index": index_info,
+        }
+        write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
+        fsync_dir(folder)
+        fsync_dir(folder.parent)
+        return meta
+
+
+class Segment:
+    """A written segment, opened read-only and memory-mapped.
+
+    Raises:
+        FileNotFoundError: The folder is gone (merged away by a newer generation).
+        CorruptCollectionError: A file is missing or unreadable.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.name = self.folder.name
+        meta_path = self.folder / META
+        if not meta_path.exists():
+            raise FileNotFoundError(meta_path)
+        try:
+            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            self.keys = self._array("keys")
+            self.doc_chunks = self._array("doc_chunks")
+            self.spans = self._array("spans")
+            self.byte_spans = self._array("byte_spans")
+            self.text_offsets = self._array("text_offsets")
+            self.doc_lengths = self._array("doc_lengths")
+            self.text_blob = (
+                np.memmap(self.folder / "text.bin", dtype=np.uint8, mode="r")
+                if self.text_offsets[-1]
+                else np.zeros(0, np.uint8)
+            )
+            # opened now, not on first use: a merge may remove the folder while this reader lives
+            text = (self.folder / "terms.txt").read_text(encoding="utf-8")
+            self.terms = text.split("\n") if text else []
+            self.postings = Postings(
+                self.terms, self._array("postings.indptr"), self._array("postings.rows"), self._array("postings.tf")
+            )
+            self.chunk_terms = Postings(
+                self.terms, self._array("chunk_terms.indptr"), self._array("chunk_terms.rows"), None
+            )
+        except FileNotFoundError:
+            if not self.folder.exists():
+                raise
+            raise CorruptCollectionError(f"segment {self.folder} is incomplete") from None
+        except (OSError, ValueError, json.JSONDecodeError) as exc:
+            raise CorruptCollectionError(f"cannot read segment {self.folder}: {exc}") from None
+        self.index = vector_index.read(self.folder / "vectors.faiss", self.meta["index"])
+
+    def _array(self, name: str) -> np.ndarray:
+        return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.meta["docs"])
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.meta["chunks"])
+
+    @property
+    def index_type(self) -> str:
+        return self.meta["index"]["type"]
+
+    @cached_property
+    def chunk_doc(self) -> np.ndarray:
+        """``(chunks,)`` document row of each chunk row."""
+        return np.repeat(np.arange(self.n_docs, dtype=np.int64), np.diff(self.doc_chunks))
+
+    def text(self, row: int) -> str:
+        """The whole text of document ``row``."""
+        lo, hi = self.text_offsets[row], self.text_offsets[row + 1]
+        return self.text_blob[lo:hi].tobytes().decode("utf-8")
+
+    def chunk_text(self, chunk: int) -> str:
+        """The text of chunk ``chunk``, cut from its document without reading the rest."""
+        base = self.text_offsets[self.chunk_doc[chunk]]
+        start, end = self.byte_spans[chunk]
+        return self.text_blob[base + start : base + end].tobytes().decode("utf-8")
+
+    def rows_of(self, keys: np.ndarray) -> np.ndarray:
+        """Document rows holding ``keys`` (sorted int64); -1 where this segment has none."""
+        if len(self.keys) == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        rows = np.searchsorted(self.keys, keys)
+        found = rows < len(self.keys)
+        found[found] = self.keys[rows[found]] == keys[found]
+        return np.where(found, rows, -1)
+
+    def deleted(self, generation: int) -> np.ndarray:
+        """Deleted document rows as of ``generation`` (0: none), sorted int64."""
+        if not generation:
+            return np.zeros(0, dtype=np.int64)
+        return np.load(self.folder / deletion_file(generation), allow_pickle=False)
+
+
+def deletion_file(generation: int) -> str:
+    return f"deleted.{generation}.npy"
+
+
+def write_deletions(folder: Path, generation: int, rows: np.ndarray) -> None:
+    """Publish a segment's deleted rows as of ``generation`` (fsynced)."""
+    path = Path(folder) / deletion_file(generation)
+    write_durably(path, lambda p: np.save(p, np.asarray(np.unique(rows), dtype=np.int64), allow_pickle=False))
+    fsync_dir(Path(folder))
+
+
+def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray]) -> SegmentData:
+    """One segment holding the live documents of ``segments``, ordered by key.
+
+    Term statistics are carried over as they are (no text is analysed again).
+    """
+    key_parts, doc_refs = [], []
+    for i, (segment, gone) in enumerate(zip(segments, deleted)):
+        live = np.ones(segment.n_docs, dtype=bool)
+        live[gone] = False
+        rows = np.flatnonzero(live)
+        key_parts.append(np.asarray(segment.keys[rows]))
+        doc_refs.append(np.stack([np.full(len(rows), i), rows], axis=1))
+    keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.int64)
+    refs = np.concatenate(doc_refs) if doc_refs else np.zeros((0, 2), np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys, refs = keys[order], refs[order]
+
+    blobs, text_lengths, chunk_counts = [], [], []
+    new_row_of = [np.full(s.n_docs, -1, dtype=np.int64) for s in segments]
+    new_chunk_of = [np.full(s.n_chunks, -1, dtype=np.int64) for s in segments]
+    next_chunk = 0
+    for new_row, (i, row) in enumerate(refs):
+        segment = segments[i]
+        lo, hi = int(segment.text_offsets[row]), int(segment.text_offsets[row + 1])
+        blobs.append(segment.text_blob[lo:hi].tobytes())
+        text_lengths.append(hi - lo)
+        c_lo, c_hi = int(segment.doc_chunks[row]), int(segment.doc_chunks[row + 1])
+        chunk_counts.append(c_hi - c_lo)
+        new_row_of[i][row] = new_row
+        new_chunk_of[i][c_lo:c_hi] = np.arange(next_chunk, next_chunk + c_hi - c_lo)
+        next_chunk += c_hi - c_lo
+    merged_spans = np.zeros((next_chunk, 2), np.int64)
+    merged_byte_spans = np.zeros((next_chunk, 2), np.int64)
+    merged_vectors = np.zeros((next_chunk, segments[0].index.d), np.float32)
+    merged_lengths = np.zeros(len(keys), np.float32)
+    for i, segment in enumerate(segments):
+        kept = np.flatnonzero(new_chunk_of[i] >= 0)
+        at = new_chunk_of[i][kept]
+        merged_spans[at] = segment.spans[kept]
+        merged_byte_spans[at] = segment.byte_spans[kept]
+        merged_vectors[at] = vector_index.reconstruct(segment.index, kept)
+        kept_docs = np.flatnonzero(new_row_of[i] >= 0)
+        merged_lengths[new_row_of[i][kept_docs]] = segment.doc_lengths[kept_docs]
+    postings, chunk_terms = _merge_postings(segments, new_row_of, new_chunk_of)
+    return SegmentData(
+        keys=keys,
+        text_blob=b"".join(blobs),
+        text_offsets=_offsets(text_lengths),
+        doc_chunks=_offsets(chunk_counts),
+        spans=merged_spans,
+        byte_spans=merged_byte_spans,
+        vectors=merged_vectors,
+        postings=postings,
+        doc_lengths=merged_lengths,
+        chunk_terms=chunk_terms,
+    )
+
+
+def _merge_postings(segments, new_row_of, new_chunk_of) -> tuple[Postings, Postings]:
+    """Both postings of the merged segment: term ids mapped into one vocabulary, dead rows dropped."""
+    vocabulary: dict[str, int] = {}
+    doc_parts, chunk_parts = [], []
+    for segment, row_map, chunk_map in zip(segments, new_row_of, new_chunk_of):
+        term_map = np.asarray([vocabulary.setdefault(t, len(vocabulary)) for t in segment.terms], dtype=np.int64)
+        for postings, mapping, parts in ((segment.postings, row_map, doc_parts), (segment.chunk_terms, chunk_map, chunk_parts)):
+            term_ids, rows, tf = postings.pairs()
+            new_rows = mapping[rows]
+            keep = new_rows >= 0
+            parts.append((term_map[term_ids[keep]], new_rows[keep], None if tf is None else np.asarray(tf)[keep]))
+    terms = list(vocabulary)
+
+    def combine(parts, counts):
+        term_ids = np.concatenate([p[0] for p in parts])
+        rows = np.concatenate([p[1] for p in parts])
+        tf = np.concatenate([p[2] for p in parts]) if counts else None
+        return Postings.from_pairs(terms, term_ids, rows, tf, counts)
+
+    return combine(doc_parts, True), combine(chunk_parts, False)
+
+
+def _postings(terms: list[str], parts: list[tuple[np.ndarray, int]], counts: bool) -> Postings:
+    """Postings from ``(term ids, row)`` pairs, one per row."""
+    term_ids = np.concatenate([ids for ids, _ in parts]) if parts else np.zeros(0, np.int64)
+    rows = np.repeat(np.asarray([row for _, row in parts], dtype=np.int64), [len(ids) for ids, _ in parts])
+    return Postings.from_pairs(terms, term_ids, rows, None, counts)
+
+
+def _offsets(lengths: Sequence[int]) -> np.ndarray:
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(np.asarray(lengths, dtype=np.int64), out=offsets[1:])
+    return offsets
+
+
+def _byte_offsets(text: str, char_spans: np.ndarray) -> np.ndarray:
+    """``char_spans`` of ``text`` as UTF-8 byte offsets."""
+    if text.isascii():
+        return np.array(char_spans, dtype=np.int64)
+    out = np.empty_like(char_spans)
+    for i, (start, end) in enumerate(char_spans):
+        out[i, 0] = len(text[:start].encode("utf-8"))
+        out[i, 1] = out[i, 0] + len(text[start:end].encode("utf-8"))
+    return out
+

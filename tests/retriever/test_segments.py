@@ -1,0 +1,231 @@
+"""The collection as segments: commits, deletions, merging, approximate indexes and the in-memory query path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sqlalchemy import event
+
+from retriever import BadInputError, Collection
+from retriever.bm25 import BM25Index
+from retriever.merging import MergePolicy
+from retriever.segment import SEGMENTS_DIR
+from retriever.vector_index import IndexPolicy
+
+WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans roast".split()
+
+
+def text(i: int, n: int = 12) -> str:
+    return " ".join(WORDS[(i * 7 + j * (i % 5 + 1)) % len(WORDS)] for j in range(n)) + f" item{i}"
+
+
+def docs(start: int, n: int, **extra) -> list[dict]:
+    return [{"id": f"d{i:04d}", "title": f"T{i % 9}", "text": text(i), "metadata": {"g": i % 4, **extra}} for i in range(start, start + n)]
+
+
+def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = np.random.default_rng(77).normal(size=(8, dim))
+    x = centres[rng.integers(0, 8, n)] + 0.5 * rng.normal(size=(n, dim))
+    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+
+
+def ranking(col: Collection, query: str, mode: str, k: int = 20, **kw) -> tuple[list[float], list[str]]:
+    """Scores in order, and the ids ranked above the last score (ties may fall either way)."""
+    hits = [(round(h.score, 4), h.id) for h in col.search(query, k=k, mode=mode, **kw)]
+    last = hits[-1][0] if hits else None
+    return [score for score, _ in hits], sorted(i for score, i in hits if score > last)
+
+
+@pytest.fixture
+def layered(tmp_path, tiny_embedder):
+    """Three commits, replacements and deletions: several segments with deletion files."""
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=50))
+    col.add(docs(0, 40))
+    col.add(docs(40, 40))
+    col.upsert([{**d, "text": d["text"] + " replaced"} for d in docs(10, 15)])
+    col.delete([f"d{i:04d}" for i in range(50, 60)])
+    yield col
+    col.close()
+
+
+def fresh_copy(col: Collection, path, embedder) -> Collection:
+    """The live documents of ``col`` written in one commit into a new collection."""
+    fresh = Collection.create(path, embedder)
+    fresh.add([col.get(doc_id) for doc_id in col.ids()])
+    return fresh
+
+
+def test_commits_write_segments_and_deletion_files(layered):
+    state = layered.catalog.state()
+    assert len(state.segments) == 3
+    assert [ref.deletions > 0 for ref in state.segments] == [True, True, False]
+    assert len(layered) == 70
+    folders = sorted(p.name for p in (layered.root / SEGMENTS_DIR).iterdir())
+    assert folders == [ref.name for ref in state.segments]
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid"])
+def test_results_equal_a_fresh_single_segment_build(layered, tmp_path, tiny_embedder, mode):
+    fresh = fresh_copy(layered, tmp_path / "fresh", tiny_embedder)
+    assert len(fresh.catalog.state().segments) == 1
+    for query in ("tea rivers", "snow peaks replaced", "coffee beans roast item42"):
+        assert ranking(layered, query, mode) == ranking(fresh, query, mode)
+        assert ranking(layered, query, mode, where={"g": 1}) == ranking(fresh, query, mode, where={"g": 1})
+
+
+def test_bm25_scores_use_collection_wide_statistics(layered):
+    """Per-segment BM25 equals one index built from the live documents alone (pinned against bm25s elsewhere)."""
+    live = {doc_id: layered.get(doc_id) for doc_id in layered.ids()}
+    reference = BM25Index.empty().updated(
+        [], [(i, layered.analyzer(f"{d.title}\n{d.text}")) for i, d in live.items()]
+    )
+    query = "tea rivers replaced item33"
+    expected = dict(reference.top(layered.analyzer(query), 100))
+    got = {h.id: h.score for h in layered.search(query, k=100, mode="bm25")}
+    assert set(got) == set(expected) and len(got) > 20
+    np.testing.assert_allclose([got[i] for i in sorted(got)], [expected[i] for i in sorted(got)], rtol=1e-5)
+
+
+def test_compact_merges_into_one_segment_and_drops_deleted_rows(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    for start in range(0, 400, 100):
+        col.add(docs(start, 100))
+    col.delete([f"d{i:04d}" for i in range(0, 400, 2)])
+    before = {m: ranking(col, "tea snow item7", m) for m in ("dense", "bm25", "hybrid")}
+    result = col.compact()
+    assert result["segments_before"] == 4 and result["segments_after"] == 1
+    assert len(col.catalog.state().segments) == 1
+    assert col._current().parts[0].n_live_docs == col._current().parts[0].segment.n_docs == 200
+    assert {m: ranking(col, "tea snow item7", m) for m in before} == before
+    fresh = fresh_copy(col, tmp_path / "fresh", tiny_embedder)
+    fresh.compact()  # vacuum its catalog too: both then hold exactly what is live
+    assert col.info()["size_bytes"] <= 1.1 * fresh.info()["size_bytes"]
+
+
+def test_tiered_merge_after_commits(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=3, floor_chunks=4))
+    for start in range(0, 60, 6):
+        col.add(docs(start, 6))
+    sizes = [p.n_live_chunks for p in col._current().parts]
+    assert len(sizes) < 10, sizes  # ten commits did not leave ten segments
+    assert sum(sizes) == col.catalog.counts()[1]
+    assert len(col) == 60 and {h.id for h in col.search("tea", k=60, mode="bm25")} <= set(col.ids())
+    on_disk = sorted(p.name for p in (col.root / SEGMENTS_DIR).iterdir())
+    assert on_disk == [ref.name for ref in col.catalog.state().segments]
+
+
+def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(tmp_path, tiny_embedder):
+    dim = tiny_embedder.dim
+    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=IndexPolicy(ann_min_rows=1500))
+    vectors = unit_rows(2400, dim, 1)
+    for start in range(0, 2400, 800):
+        col.add(docs(start, 800), vectors=vectors[start : start + 800])
+    col.delete([f"d{i:04d}" for i in range(0, 2400, 3)])
+    col.compact()
+    (segment_info,) = [s["index"] for s in col.info()["segments"]]
+    assert segment_info["type"] == "ivf" and segment_info["recall"] >= 0.97
+    queries = unit_rows(30, dim, 2)
+    overlap = []
+    for q in queries:
+        approx = [h.id for h in col.search(vector=q, k=10)]
+        exact = [h.id for h in col.search(vector=q, k=10, exact=True)]
+        assert len(approx) == len(exact) == 10
+        overlap.append(len(set(approx) & set(exact)) / 10)
+        filtered = col.search(vector=q, k=10, where={"g": 2})
+        assert len(filtered) == 10 and all(h.metadata["g"] == 2 for h in filtered)
+    assert np.mean(overlap) >= 0.95
+    assert all(int(h.id[1:]) % 3 for h in col.search(vector=queries[0], k=200))  # deleted rows never come back
+
+
+def test_bring_your_own_vectors(tmp_path, tiny_embedder, tiny_model_dir):
+    dim = tiny_embedder.dim
+    path = tmp_path / "col"
+    Collection.create(path, tiny_embedder).close()
+    col = Collection.open(path)  # no model given: vectors alone never load one
+    vectors = unit_rows(50, dim, 3) * 3.0  # not unit length: normalised on the way in
+    report = col.add(docs(0, 50), vectors=vectors)
+    assert report.chunks == 50 and len(col) == 50
+    assert col.chunk_spans("d0007") == [(0, len(text(7)))]
+    hits = col.search(vector=vectors[7], k=3)
+    assert hits[0].id == "d0007" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert hits[0].text == text(7)
+    assert col._embedder is None
+    assert col.search(vector=list(map(float, vectors[9])), k=1, where={"g": 1})[0].id == "d0009"
+    with pytest.raises(BadInputError, match="shape"):
+        col.add(docs(100, 2), vectors=np.ones((2, dim + 1)))
+    with pytest.raises(BadInputError, match="shape"):
+        col.add(docs(100, 2), vectors=np.ones((3, dim)))
+    with pytest.raises(BadInputError, match="NaN"):
+        col.add(docs(100, 2), vectors=np.full((2, dim), np.nan))
+    with pytest.raises(BadInputError, match="zero"):
+        col.upsert(docs(100, 2), vectors=np.zeros((2, dim)))
+    with pytest.raises(BadInputError, match="shape"):
+        col.search(vector=np.ones(dim + 2))
+    with pytest.raises(BadInputError, match="bm25"):
+        col.search(vector=vectors[0], mode="bm25")
+    assert len(col) == 50
+    hybrid = col.search("tea item7", vector=vectors[7], k=3)  # text and vector: hybrid
+    assert hybrid[0].id == "d0007"
+
+
+def test_query_path_asks_the_catalog_once(layered):
+    layered.search("tea", k=5)  # views loaded
+    statements = []
+
+    def count(conn, cursor, statement, *args):
+        statements.append(statement)
+
+    event.listen(layered.catalog.engine, "before_cursor_execute", count)
+    try:
+        for mode in ("dense", "bm25", "hybrid"):
+            statements.clear()
+            assert layered.search("tea rivers", k=5, mode=mode)
+            assert len(statements) == 1, statements  # the hits' display fields
+            statements.clear()
+            assert layered.search("tea rivers", k=5, mode=mode, where={"g": 2})
+            assert len(statements) == 2, statements  # and the filter's keys
+    finally:
+        event.remove(layered.catalog.engine, "before_cursor_execute", count)
+
+
+def test_metadata_only_change_is_seen_at_once_by_another_reader(layered, tiny_embedder):
+    reader = Collection.open(layered.root, tiny_embedder)
+    assert {h.id for h in reader.search("tea", k=100, where={"g": 9})} == set()
+    doc = layered.get("d0003")
+    layered.upsert([{"id": doc.id, "title": doc.title, "text": doc.text, "metadata": {"g": 9}}])
+    hits = reader.search("tea", k=100, where={"g": 9})
+    assert [h.id for h in hits] == ["d0003"] and hits[0].metadata == {"g": 9}
+    reader.close()
+
+
+def test_embedding_happens_outside_the_write_lock(tmp_path, tiny_embedder, monkeypatch):
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    held = []
+    embed = tiny_embedder.embed
+
+    def watching(texts, **kwargs):
+        held.append(col._lock.is_locked)
+        return embed(texts, **kwargs)
+
+    monkeypatch.setattr(tiny_embedder, "embed", watching)
+    col.add(docs(0, 5))
+    col.upsert([{**d, "text": d["text"] + " again"} for d in docs(0, 3)])
+    assert held == [False, False]
+
+
+def test_unreferenced_files_are_removed_by_the_next_writer(layered):
+    stray = layered.root / SEGMENTS_DIR / "s999999"
+    stray.mkdir()
+    (stray / "vectors.faiss").write_bytes(b"half")
+    first = layered.catalog.state().segments[0]
+    (layered.root / SEGMENTS_DIR / first.name / "deleted.999.npy").write_bytes(b"x")
+    layered.add(docs(500, 2))
+    assert not stray.exists()
+    assert not (layered.root / SEGMENTS_DIR / first.name / "deleted.999.npy").exists()
+
+
+def test_delete_refuses_a_bare_string(layered):
+    with pytest.raises(BadInputError, match="list"):
+        layered.delete("d0001")
+    assert "d0001" in layered
