@@ -32,6 +32,7 @@ from filelock import FileLock, Timeout
 from retriever import vector_index
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, BM25Index, bm25_path
 from retriever.catalog import Catalog, ChunkRow, DocumentWrite
+from retriever.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
@@ -166,7 +167,7 @@ class Collection:
             chunking=chunker.settings(),
             index={"library": "faiss", "factory": vector_index.FACTORY, "metric": "inner_product"},
             bm25={"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
-            catalog_url=catalog_url,
+            catalog_url=catalog_url_for_manifest(catalog_url),  # the password is kept in memory only
         )
         root.mkdir(parents=True, exist_ok=True)
         Catalog(manifest.catalog_location(root)).create(manifest.uuid)
