@@ -93,11 +93,14 @@ def password_from_environment() -> str | None:
 def with_password(url: str | URL) -> str | URL:
     """``url`` ready to connect: a ``URL`` carrying the password when one is known.
 
-    A URL that already has a password, or a SQLite one, comes back unchanged. The result renders with the password hidden in
+    A SQLite URL, or one that is not a URL, comes back unchanged; a URL's own
+    password comes first. The result renders with the password hidden in
     ``str()`` and ``repr()``, so it is safe in messages too.
     """
     parsed = _parse(url)
-    if parsed is None or parsed.password is not None or parsed.get_backend_name() == "sqlite":
+    if parsed is None or parsed.get_backend_name() == "sqlite":
         return url
+    if parsed.password is not None:
+        return parsed
     password = _remembered.get(_bare(parsed)) or password_from_environment()
     return parsed if password is None else parsed.set(password=password)

@@ -143,3 +143,28 @@ def test_a_bad_catalog_url_is_reported_without_its_password(tiny_embedder, tmp_p
         with pytest.raises(SemsearchError) as info:
             Collection.create(tmp_path / "col", tiny_embedder, catalog_url=url)
         assert "Secret-123" not in str(info.value) and "catalog URL" in str(info.value)
+
+
+def test_incremental_indexing_and_prune_on_each_catalog(catalog_url, tiny_embedder, tmp_path):
+    """The indexer's catalog queries (content hashes, sources under a folder) on both catalogs."""
+    from indexer.job import index_paths
+
+    folder = tmp_path / "notes 100%_done"  # LIKE wildcards in the source prefix must match literally
+    folder.mkdir()
+    for name, text in [("a.txt", "Rivers flow into the sea."), ("b.md", "# Tea\nGreen tea is steamed."),
+                       ("c.txt", "Mountains rise above the clouds.")]:
+        (folder / name).write_text(text)
+    (tmp_path / "notes 1000_done").mkdir()  # a sibling that a wildcard would take for the folder
+    (tmp_path / "notes 1000_done" / "d.txt").write_text("Databases store rows.")
+    with Collection.create(tmp_path / "col", tiny_embedder, catalog_url=catalog_url) as col:
+        first = index_paths(col, [folder, tmp_path / "notes 1000_done"], progress=False).written
+        assert len(first.added) == 4
+        again = index_paths(col, [folder], progress=False).written
+        assert (again.added, again.updated, len(again.unchanged)) == ([], [], 3)
+        (folder / "a.txt").write_text("Rivers flow into the sea through deltas.")
+        (folder / "c.txt").unlink()
+        report = index_paths(col, [folder], prune=True, progress=False).written
+        assert report.updated == [str((folder / "a.txt").resolve())]
+        assert report.deleted == [str((folder / "c.txt").resolve())]
+        assert len(col) == 3 and str((tmp_path / "notes 1000_done" / "d.txt").resolve()) in col
+        assert "source" in col.metadata_fields()
