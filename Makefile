@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev,ray]'
 	touch $@
 
 demo: install

@@ -51,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prune", action="store_true", help="remove documents whose files or records are gone")
     p.add_argument("--batch-size", type=int, default=None, metavar="N", help="documents per atomic commit (default 128)")
     p.add_argument("--max-file-mb", type=float, default=50.0, metavar="MB", help="skip files larger than this (default 50)")
-    p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR)")
+    p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR), "
+                   "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
+                   "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 

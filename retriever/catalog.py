@@ -41,6 +41,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from retriever.catalog_url import redact, with_password
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.metadata_index import field_rows, fields_table, matching_keys_query
 
@@ -148,9 +149,9 @@ def make_engine(url: str) -> Engine:
         # would never match a filter such as {"größe": 3}.
         kwargs["json_serializer"] = lambda obj: json.dumps(obj, ensure_ascii=False)
     try:
-        engine = create_engine(url, **kwargs)
+        engine = create_engine(with_password(url), **kwargs)
     except (SQLAlchemyError, ValueError, ImportError) as exc:
-        raise SemsearchError(f"cannot use catalog URL {url!r}: {exc}") from None
+        raise SemsearchError(f"cannot use catalog URL {redact(url)}: {exc}") from None
     if engine.dialect.name == "sqlite":
 
         @event.listens_for(engine, "connect")
@@ -186,7 +187,10 @@ class Catalog:
     # -- life cycle -------------------------------------------------------
     def create(self, collection_uuid: str) -> None:
         """Create the tables and the state row at generation 0 (no segments)."""
-        metadata_obj.create_all(self.engine)
+        try:
+            metadata_obj.create_all(self.engine)
+        except SQLAlchemyError as exc:  # e.g. a server that refuses the connection
+            raise SemsearchError(f"cannot create catalog {self._safe_url()}: {exc.orig or exc}") from None
         with self.engine.begin() as conn:
             owner = conn.execute(select(state.c.collection_uuid)).first()
             if owner is not None:  # never take over (and empty) another collection's catalog

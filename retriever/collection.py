@@ -39,6 +39,7 @@ from retriever import vector_index
 from retriever.atomic import atomic_write_text, fsync_dir
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, bm25_top
 from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
+from retriever.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
 from retriever.embedder import Embedder
@@ -187,7 +188,7 @@ class Collection:
                 "merge": (merge_policy or MergePolicy()).to_dict(),
             },
             bm25={"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
-            catalog_url=catalog_url,
+            catalog_url=catalog_url_for_manifest(catalog_url),  # the password is kept in memory only
         )
         root.mkdir(parents=True, exist_ok=True)
         (root / SEGMENTS_DIR).mkdir(exist_ok=True)

@@ -9,7 +9,10 @@ Grammar (keys are metadata fields; ``a.b`` reaches into nested objects)::
     {"$or": [{"lang": "en"}, {"year": 2020}]}   $and / $or take a list of filters
     {"$not": {"lang": "en"}}                    the complement (missing fields match)
 
-Values are strings, numbers or booleans. Filtering happens in the catalog
+Values are strings, numbers or booleans, and a value matches only an operand
+of its own JSON type: the number 2020 is not the string "2020", ``true`` is
+not 1, and ``$gt`` never compares a number with a string (as with a missing
+field, ``$ne`` / ``$nin`` / ``$not`` match them). Filtering happens in the catalog
 before the vector search, so ``k`` hits come back whenever ``k`` documents match.
 """
 
@@ -22,6 +25,7 @@ from sqlalchemy import and_, false, not_, or_, true
 from sqlalchemy.sql.elements import ColumnElement
 
 from retriever.errors import FilterError
+from retriever.json_types import typed
 
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 LOGICAL = ("$and", "$or", "$not")
@@ -83,52 +87,54 @@ def _logical(op: str, value: Any, column) -> ColumnElement:
 def _field(name: str, condition: Any, column) -> ColumnElement:
     if not name or any(not part for part in name.split(".")):
         raise FilterError(f"bad field name {name!r}")
-    element = column[tuple(name.split("."))] if "." in name else column[name]
+    path = tuple(name.split(".")) if "." in name else name
     if not isinstance(condition, dict):
-        return _compare(name, element, "$eq", condition)
+        return _compare(name, column, path, "$eq", condition)
     if not condition:
         raise FilterError(f"field {name!r}: empty condition")
     parts = []
     for op, operand in condition.items():
         if op not in COMPARISONS:
             raise FilterError(f"field {name!r}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
-        parts.append(_compare(name, element, op, operand))
+        parts.append(_compare(name, column, path, op, operand))
     return and_(*parts) if len(parts) > 1 else parts[0]
 
 
-def _compare(name: str, element, op: str, operand: Any) -> ColumnElement:
+def _compare(name: str, column, path, op: str, operand: Any) -> ColumnElement:
+    # A comparison is NULL where the field is missing or of another type; the
+    # negations ($ne, $nin) match exactly those NULLs as well.
     if op in ("$in", "$nin"):
         if not isinstance(operand, list):
             raise FilterError(f"field {name!r}: {op} takes a list, got {operand!r}")
         if not operand:
             return false() if op == "$in" else true()
-        matches = or_(*[_equals(name, element, value) for value in operand])
-        return matches if op == "$in" else or_(not_(matches), element.as_string().is_(None))
+        matches = or_(*[_equals(name, column, path, value) for value in operand])
+        return matches if op == "$in" else or_(not_(matches), matches.is_(None))
     if op in ("$eq", "$ne"):
-        equal = _equals(name, element, operand)
-        return equal if op == "$eq" else or_(not_(equal), element.as_string().is_(None))
-    typed = _typed(name, element, operand, allow_bool=False)
+        equal = _equals(name, column, path, operand)
+        return equal if op == "$eq" else or_(not_(equal), equal.is_(None))
+    value = _typed(name, column, path, operand, allow_bool=False)
     return {
-        "$gt": typed > operand,
-        "$gte": typed >= operand,
-        "$lt": typed < operand,
-        "$lte": typed <= operand,
+        "$gt": value > operand,
+        "$gte": value >= operand,
+        "$lt": value < operand,
+        "$lte": value <= operand,
     }[op]
 
 
-def _equals(name: str, element, value: Any) -> ColumnElement:
-    return _typed(name, element, value, allow_bool=True) == value
+def _equals(name: str, column, path, value: Any) -> ColumnElement:
+    return _typed(name, column, path, value, allow_bool=True) == value
 
 
-def _typed(name: str, element, value: Any, allow_bool: bool):
+def _typed(name: str, column, path, value: Any, allow_bool: bool):
     if isinstance(value, bool):
         if not allow_bool:
             raise FilterError(f"field {name!r}: cannot order by a boolean ({value!r})")
-        return element.as_boolean()
+        return typed(column, path, "boolean")
     if isinstance(value, (int, float)):
-        return element.as_float()
+        return typed(column, path, "number")
     if isinstance(value, str):
-        return element.as_string()
+        return typed(column, path, "string")
     raise FilterError(
         f"field {name!r}: value {value!r} is a {type(value).__name__}; use a string, number or boolean"
     )

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.postgres import catalog_url, postgres_server, postgres_url  # noqa: F401  (fixtures)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,6 +11,7 @@ import pytest
 from retriever import BadInputError, Collection, FilterError
 from retriever.catalog import documents
 from retriever.filters import compile_where, parse_where
+from tests.postgres import catalog_url_for
 
 MISSING = object()
 LANGS = ["en", "de", "fr"]
@@ -45,9 +46,11 @@ def oracle(pred) -> set[str]:
     return {doc_id for doc_id, meta in DOCS.items() if pred(meta)}
 
 
-@pytest.fixture(scope="module")
-def col(tiny_embedder, tmp_path_factory):
-    collection = Collection.create(tmp_path_factory.mktemp("filters") / "col", tiny_embedder)
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def col(request, tiny_embedder, tmp_path_factory):
+    collection = Collection.create(
+        tmp_path_factory.mktemp("filters") / "col", tiny_embedder, catalog_url=catalog_url_for(request)
+    )
     collection.add(
         [
             {"id": doc_id, "text": f"document number {doc_id} about tea and rivers", "metadata": meta}
@@ -229,3 +232,45 @@ def test_field_names_with_spaces_dashes_and_non_ascii(tiny_embedder, tmp_path):
     assert matched(col, {"last modified": {"$lt": 2}}) == {"a"}
     assert matched(col, {"Sprache": "Français"}) == {"a"}
     assert col.get("a").metadata["größe"] == 3
+
+
+MIXED = {
+    "number": 2020, "numeric-string": "2020", "word": "unknown", "true": True, "one": 1,
+    "yes": "yes", "object": {"x": 1}, "list": [1, 2], "null": None, "absent": MISSING,
+}
+OTHERS = set(MIXED)
+TYPED_CASES = [
+    ({"v": 2020}, {"number"}),
+    ({"v": "2020"}, {"numeric-string"}),
+    ({"v": {"$gte": 2000}}, {"number"}),
+    ({"v": {"$lt": 5}}, {"one"}),
+    ({"v": True}, {"true"}),
+    ({"v": 1}, {"one"}),
+    ({"v": 1.0}, {"one"}),
+    ({"v": False}, set()),
+    ({"v": {"$gt": "a"}}, {"word", "yes"}),
+    ({"v": {"$in": [1, "yes"]}}, {"one", "yes"}),
+    ({"v": {"$ne": 2020}}, OTHERS - {"number"}),
+    ({"v": {"$nin": [True, "2020"]}}, OTHERS - {"true", "numeric-string"}),
+    ({"$not": {"v": {"$lte": 2020}}}, OTHERS - {"number", "one"}),
+]
+
+
+@pytest.mark.parametrize("where, expected", TYPED_CASES, ids=[str(w) for w, _ in TYPED_CASES])
+def test_values_match_only_operands_of_their_own_json_type(typed_col, where, expected):
+    """On SQLite and PostgreSQL alike: 2020 is not "2020", true is not 1, and no cast fails."""
+    hits = typed_col.search("tea", k=50, where=where, mode="dense")
+    assert {hit.id for hit in hits} == expected
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def typed_col(request, tiny_embedder, tmp_path_factory):
+    collection = Collection.create(
+        tmp_path_factory.mktemp("typed") / "col", tiny_embedder, catalog_url=catalog_url_for(request)
+    )
+    collection.add(
+        {"id": doc_id, "text": f"tea number {i}", "metadata": {} if value is MISSING else {"v": value}}
+        for i, (doc_id, value) in enumerate(MIXED.items())
+    )
+    yield collection
+    collection.close()

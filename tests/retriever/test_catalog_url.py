@@ -1,0 +1,54 @@
+"""Catalog URLs: the stored form has no password, messages hide it, connections get it at run time."""
+
+from __future__ import annotations
+
+import pytest
+
+from retriever import SemsearchError
+from retriever.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV, for_manifest, redact, with_password
+
+
+@pytest.fixture(autouse=True)
+def no_password_in_env(monkeypatch):
+    monkeypatch.delenv(PASSWORD_ENV, raising=False)
+    monkeypatch.delenv(PASSWORD_FILE_ENV, raising=False)
+
+
+def test_redact_hides_only_the_password():
+    assert redact("postgresql+psycopg://ann:s3cr%40t@db:5432/search?sslmode=require") == (
+        "postgresql+psycopg://ann:***@db:5432/search?sslmode=require"
+    )
+    assert redact("postgresql+psycopg://ann@db/search") == "postgresql+psycopg://ann@db/search"
+    assert redact("sqlite:////tmp/c/catalog.sqlite") == "sqlite:////tmp/c/catalog.sqlite"
+    assert "s3cr" not in redact("not a url ann:s3cr@db")
+
+
+def test_the_stored_form_drops_the_password_and_this_process_remembers_it():
+    stored = for_manifest("postgresql+psycopg://ann:p%40ss%2Fword@db-remember:5432/search?sslmode=require")
+    assert stored == "postgresql+psycopg://ann@db-remember:5432/search?sslmode=require"
+    connect = with_password(stored)
+    assert connect.password == "p@ss/word"
+    assert "p@ss" not in str(connect) and "p@ss" not in repr(connect)
+    assert for_manifest(None) is None
+    assert for_manifest("sqlite:////x/catalog.sqlite") == "sqlite:////x/catalog.sqlite"
+    with pytest.raises(SemsearchError, match="not a SQLAlchemy URL"):
+        for_manifest("user:secret@host")
+
+
+def test_the_password_comes_from_the_environment_or_a_file_it_names(tmp_path, monkeypatch):
+    url = "postgresql+psycopg://ann@db-env/search"
+    assert with_password(url).password is None
+    secret = tmp_path / "secret"
+    secret.write_text("from-file\nignored second line\n")
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(secret))
+    assert with_password(url).password == "from-file"
+    monkeypatch.setenv(PASSWORD_ENV, "from-env")
+    assert with_password(url).password == "from-env"  # the variable wins over the file
+    assert with_password("postgresql+psycopg://ann:own@db-env/search").password == "own"  # the URL's own wins
+    assert with_password("sqlite:////x/catalog.sqlite") == "sqlite:////x/catalog.sqlite"
+
+
+def test_an_unreadable_password_file_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv(PASSWORD_FILE_ENV, str(tmp_path / "missing"))
+    with pytest.raises(SemsearchError, match=PASSWORD_FILE_ENV):
+        with_password("postgresql+psycopg://ann@db-file/search")
