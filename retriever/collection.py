@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import os
 import shutil
+import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +39,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from retriever import vector_index
-from retriever.atomic import atomic_write_text, fsync_dir
+from retriever.atomic import atomic_write_text, fsync_dir, write_durably
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, bm25_top
 from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
 from retriever.catalog_url import for_manifest as catalog_url_for_manifest
@@ -57,6 +60,9 @@ from retriever.view import SegmentView, View, load_view, refs
 
 LOCK_FILE = ".write.lock"
 HEAD_FILE = "HEAD"
+STAGED_PREFIX = ".staged-"  # segments written by prepare(), not yet committed
+STAGED_ROWS = "documents.json"  # their catalog rows, beside them until the commit
+STAGED_MAX_AGE = 24 * 3600  # a staged folder this old, or whose process died, was left by a killed job
 DEFAULT_OVERLAP = 32
 DEFAULT_MODE = "hybrid"
 HYBRID_DEPTH = 100  # documents taken from each side before fusing
@@ -569,18 +575,60 @@ class Collection:
         given = None
         if vectors is not None:
             given = _check_vectors(vectors, len(docs), self.manifest.model["dim"], "vectors")
-        report = WriteReport()
         if not docs:
-            return report
+            return WriteReport()
         plan = _classify(docs, self.catalog.lookup([d.id for d in docs]))
-        embedded = self._embed([doc for doc, kind in plan if kind == "text"], docs, given)
-        with self._write_lock():
-            stored = self.catalog.lookup([d.id for d in docs])
-            plan = _classify(docs, stored)  # again: another writer may have moved on meanwhile
-            late = [doc for doc, kind in plan if kind == "text" and doc.id not in embedded]
-            embedded.update(self._embed(late, docs, given))
-            self._commit_documents(plan, stored, embedded, report)
-        return report
+        changed = [doc for doc, kind in plan if kind == "text"]
+        staged = [self._stage(changed, self._embed(changed, docs, given))] if changed else []
+        try:
+            with self._write_lock():
+                kinds, chunks = self._commit(staged, [doc for doc, kind in plan if kind != "text"], docs, given)
+        finally:
+            _remove_files([folder for folder in staged if folder.exists()])
+        return _report(docs, kinds, chunks)
+
+    def prepare(self, documents: Iterable[Document | dict[str, Any]], vectors=None) -> Path:
+        """Chunk, embed and write documents as a staged segment, without committing.
+
+        The part of a write that costs: a scale-out worker runs it anywhere the
+        collection's directory is reachable, without the write lock; the driver
+        publishes the result with ``commit_prepared``. Nothing is visible before that.
+
+        Args:
+            documents: As for ``add``.
+            vectors: As for ``add``.
+        Returns:
+            The staged segment's folder (inside the collection).
+        """
+        docs = _coerce_batch(documents)
+        given = None
+        if vectors is not None:
+            given = _check_vectors(vectors, len(docs), self.manifest.model["dim"], "vectors")
+        if not docs:
+            raise BadInputError("prepare needs at least one document")
+        return self._stage(docs, self._embed(docs, docs, given))
+
+    def commit_prepared(self, folders: Sequence[str | os.PathLike]) -> WriteReport:
+        """Publish staged segments (from ``prepare``) in one atomic commit, as ``upsert`` would.
+
+        Documents whose stored content is identical are skipped, a change of
+        metadata alone updates the catalog, and a later segment wins over an
+        earlier one for the same id. The staged folders are consumed.
+        """
+        staged = [Path(folder) for folder in folders]
+        for folder in staged:
+            if folder.parent.resolve() != (self.root / SEGMENTS_DIR).resolve() or not folder.name.startswith(STAGED_PREFIX):
+                raise BadInputError(f"{folder} is not a staged segment of {self.root}")
+            if not folder.is_dir():
+                raise BadInputError(f"staged segment {folder} is gone (committed already, or removed)")
+        rows = [row for folder in staged for row in _staged_rows(folder)]
+        try:
+            with self._write_lock():
+                kinds, chunks = self._commit(staged, [], [], None)
+        finally:
+            _remove_files([folder for folder in staged if folder.exists()])
+        order = list(dict.fromkeys(row["id"] for row in rows))
+        return _report([Document(doc_id, "-") for doc_id in order], kinds, chunks)
 
     def delete(self, ids: Iterable[str]) -> WriteReport:
         """Remove documents by id; unknown ids are ignored. Returns what was deleted."""
@@ -641,63 +689,120 @@ class Collection:
             at += len(chunk_list)
         return out
 
-    def _commit_documents(
-        self,
-        plan: list[tuple[Document, str]],
-        stored: dict[str, StoredDocument],
-        embedded: dict[str, _Embedded],
-        report: WriteReport,
-    ) -> None:
-        """Write the new segment and deletions of one upsert and publish them (lock held)."""
-        state, view = self._writer_state()
-        new_docs = [doc for doc, kind in plan if kind == "text"]
-        metadata = [
-            (doc.id, stored[doc.id].key, doc.metadata, doc.content_hash()) for doc, kind in plan if kind == "metadata"
-        ]
-        for doc, kind in plan:
-            if kind == "unchanged":
-                report.unchanged.append(doc.id)
-            else:
-                (report.updated if doc.id in stored else report.added).append(doc.id)
-        if not new_docs and not metadata:
-            return
-        keys = list(range(state.next_key, state.next_key + len(new_docs)))
-        rows = [
-            DocumentRow(doc.id, key, doc.title, doc.metadata, doc.content_hash(), doc.text_hash(), len(embedded[doc.id].spans))
-            for doc, key in zip(new_docs, keys)
-        ]
-        replaced = [stored[doc.id].key for doc in new_docs if doc.id in stored]
-        parts, touched = self._with_deletions(view, replaced, state.generation + 1)
-        segments, next_segment = refs(parts), state.next_segment
-        if new_docs:
-            name = segment_name(state.next_segment)
-            touched.append(self.root / SEGMENTS_DIR / name)
-            data = SegmentData.from_documents(
-                keys,
-                [doc.title for doc in new_docs],
-                [doc.text for doc in new_docs],
-                [embedded[doc.id].spans for doc in new_docs],
-                np.concatenate([embedded[doc.id].vectors for doc in new_docs]),
-                self.analyzer,
-            )
-            try:
-                data.write(self.root / SEGMENTS_DIR / name, self.index_policy)
-            except BaseException:
-                _remove_files(touched)
-                raise
-            segments.append(SegmentRef(name, 0))
-            next_segment += 1
-            report.chunks = len(data.spans)
-        change = Publish(
-            segments,
-            state.next_key + len(new_docs),
-            next_segment,
-            remove=[doc.id for doc in new_docs if doc.id in stored],
-            insert=rows,
-            metadata=metadata,
+    def _stage(self, docs: list[Document], embedded: dict[str, _Embedded]) -> Path:
+        """Write ``docs`` as a staged segment (placeholder keys) with their catalog rows beside it."""
+        data = SegmentData.from_documents(
+            np.arange(len(docs)),
+            [doc.title for doc in docs],
+            [doc.text for doc in docs],
+            [embedded[doc.id].spans for doc in docs],
+            np.concatenate([embedded[doc.id].vectors for doc in docs]),
+            self.analyzer,
         )
+        folder = self.root / SEGMENTS_DIR / f"{STAGED_PREFIX}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            data.write(folder, self.index_policy)
+            rows = [
+                {
+                    "id": doc.id,
+                    "title": doc.title,
+                    "metadata": doc.metadata,
+                    "content_hash": doc.content_hash(),
+                    "text_hash": doc.text_hash(),
+                    "chunks": len(embedded[doc.id].spans),
+                }
+                for doc in docs
+            ]
+            atomic_write_text(folder / STAGED_ROWS, json.dumps(rows, ensure_ascii=False))
+        except BaseException:
+            _remove_files([folder])
+            raise
+        return folder
+
+    def _commit(
+        self, staged: list[Path], others: list[Document], batch: list[Document], given: np.ndarray | None
+    ) -> tuple[dict[str, str], int]:
+        """Publish staged segments and the catalog changes of ``others`` in one generation (lock held).
+
+        Every document is classified again against the catalog as it is now:
+        a staged row whose content is stored already is dropped (marked
+        deleted in its new segment), one whose text is stored gets only a
+        metadata update, and a document of ``others`` whose text changed
+        since it was classified is embedded and staged now.
+
+        Returns:
+            ``({id: "added" | "updated" | "unchanged"}, chunks written)``.
+        """
+        rows_of = [_staged_rows(folder) for folder in staged]
+        ids = [row["id"] for rows in rows_of for row in rows] + [doc.id for doc in others]
+        stored = self.catalog.lookup(ids)
+        late = [doc for doc, kind in _classify(others, stored) if kind == "text"]
+        if late:  # changed by another writer between the first look and the lock
+            staged.append(self._stage(late, self._embed(late, batch, given)))
+            rows_of.append(_staged_rows(staged[-1]))
+        last = {row["id"]: (i, r) for i, rows in enumerate(rows_of) for r, row in enumerate(rows)}
+        state, view = self._writer_state()
+        kinds: dict[str, str] = {}
+        metadata, inserts, replaced = [], [], []
+        next_key, next_segment = state.next_key, state.next_segment
+        segments: list[SegmentRef] = []
+        touched: list[Path] = []
+        try:
+            plans = []
+            for i, (folder, rows) in enumerate(zip(staged, rows_of)):
+                keys = np.arange(next_key, next_key + len(rows), dtype=np.int64)
+                next_key += len(rows)
+                dropped = []
+                for r, row in enumerate(rows):
+                    old = stored.get(row["id"])
+                    if last[row["id"]] != (i, r) or (old is not None and old.content_hash == row["content_hash"]):
+                        dropped.append(r)
+                        kinds.setdefault(row["id"], "unchanged")
+                    elif old is not None and old.text_hash == row["text_hash"]:
+                        dropped.append(r)
+                        metadata.append((row["id"], old.key, row["metadata"], row["content_hash"]))
+                        kinds[row["id"]] = "updated"
+                    else:
+                        inserts.append(DocumentRow(row["id"], int(keys[r]), row["title"], row["metadata"],
+                                                   row["content_hash"], row["text_hash"], row["chunks"]))
+                        if old is not None:
+                            replaced.append(old.key)
+                        kinds[row["id"]] = "updated" if old is not None else "added"
+                plans.append((folder, keys, dropped))
+            for doc, kind in _classify(others, stored):
+                if kind == "metadata":
+                    metadata.append((doc.id, stored[doc.id].key, doc.metadata, doc.content_hash()))
+                    kinds[doc.id] = "updated"
+                elif kind == "unchanged":
+                    kinds[doc.id] = "unchanged"
+            if not inserts and not metadata:
+                return kinds, 0
+            parts, touched = self._with_deletions(view, replaced, state.generation + 1)
+            segments = refs(parts)
+            for folder, keys, dropped in plans:
+                if len(dropped) == len(keys):
+                    continue
+                name = segment_name(next_segment)
+                next_segment += 1
+                target = self.root / SEGMENTS_DIR / name
+                write_durably(folder / "keys.npy", lambda path, k=keys: np.save(path, k, allow_pickle=False))
+                (folder / STAGED_ROWS).unlink()
+                os.rename(folder, target)
+                touched.append(target)
+                deletions = 0
+                if dropped:
+                    write_deletions(target, state.generation + 1, np.asarray(dropped))
+                    deletions = state.generation + 1
+                segments.append(SegmentRef(name, deletions))
+            fsync_dir(self.root / SEGMENTS_DIR)
+        except BaseException:
+            _remove_files(touched)
+            raise
+        removed = [row.id for row in inserts if row.id in stored]
+        change = Publish(segments, next_key, next_segment, remove=removed, insert=inserts, metadata=metadata)
         self._publish(state, change, new_files=touched)
         self._merge_after_commit()
+        return kinds, sum(row.n_chunks for row in inserts)
 
     def _with_deletions(
         self, view: View, keys: Sequence[int], generation: int
@@ -796,6 +901,22 @@ class Collection:
             yield
         finally:
             self._lock.release()
+
+
+def _staged_rows(folder: Path) -> list[dict[str, Any]]:
+    """The catalog rows written beside a staged segment, one per document row."""
+    try:
+        return json.loads((folder / STAGED_ROWS).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CorruptCollectionError(f"staged segment {folder} is incomplete: {exc}") from None
+
+
+def _report(docs: Sequence[Document], kinds: dict[str, str], chunks: int) -> WriteReport:
+    """A ``WriteReport`` in the order of ``docs``."""
+    report = WriteReport(chunks=chunks)
+    for doc in docs:
+        getattr(report, kinds.get(doc.id, "unchanged")).append(doc.id)
+    return report
 
 
 def _classify(docs: list[Document], stored: dict[str, StoredDocument]) -> list[tuple[Document, str]]:
@@ -910,6 +1031,8 @@ def _remove_unreferenced(root: Path, state: CatalogState) -> None:
     wanted = {ref.name: ref.deletions for ref in state.segments}
     removed = False
     for path in folder.iterdir():
+        if path.name.startswith(STAGED_PREFIX) and _staging_may_be_alive(path):
+            continue  # a worker may still be writing it, or a driver about to commit it
         if path.name not in wanted:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
             removed = True
@@ -920,6 +1043,27 @@ def _remove_unreferenced(root: Path, state: CatalogState) -> None:
                 removed = True
     if removed:
         fsync_dir(folder)
+
+
+def _staging_may_be_alive(folder: Path) -> bool:
+    """Whether the process that staged ``folder`` may still use it.
+
+    On this host that is whether the process lives; elsewhere, whether the
+    folder is younger than ``STAGED_MAX_AGE``.
+    """
+    host, pid, _ = (folder.name[len(STAGED_PREFIX) :].rsplit("-", 2) + ["", ""])[:3]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    try:
+        return time.time() - folder.stat().st_mtime < STAGED_MAX_AGE
+    except OSError:
+        return False
 
 
 def _remove_files(paths: Sequence[Path]) -> None:

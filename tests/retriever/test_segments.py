@@ -229,3 +229,42 @@ def test_delete_refuses_a_bare_string(layered):
     with pytest.raises(BadInputError, match="list"):
         layered.delete("d0001")
     assert "d0001" in layered
+
+
+def test_prepared_segments_commit_together_like_an_upsert(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    col.add(docs(0, 10))
+    first = col.prepare(docs(5, 10))  # 5..9 are stored as they are; 10..14 are new
+    second = col.prepare([{**d, "text": d["text"] + " v2"} for d in docs(12, 4)])  # 12..15, later wins
+    assert len(col) == 10 and "d0014" not in {h.id for h in col.search("tea", k=50, mode="bm25")}
+    report = col.commit_prepared([first, second])
+    assert sorted(report.added) == [f"d{i:04d}" for i in range(10, 16)]
+    assert sorted(report.unchanged) == [f"d{i:04d}" for i in range(5, 10)]
+    assert report.updated == [] and report.chunks == 6
+    assert not first.exists() and not second.exists()
+    assert col.get("d0013").text.endswith(" v2") and not col.get("d0011").text.endswith(" v2")
+    expected = Collection.create(tmp_path / "expected", tiny_embedder)
+    expected.add(docs(0, 10))
+    expected.upsert(docs(10, 2) + [{**d, "text": d["text"] + " v2"} for d in docs(12, 4)])
+    for mode in ("dense", "bm25", "hybrid"):
+        assert ranking(col, "tea item13 v2", mode) == ranking(expected, "tea item13 v2", mode)
+    with pytest.raises(BadInputError, match="gone"):
+        col.commit_prepared([first])
+    with pytest.raises(BadInputError, match="not a staged segment"):
+        col.commit_prepared([tmp_path])
+
+
+def test_a_staged_segment_of_a_dead_process_is_removed_by_the_next_writer(tmp_path, tiny_embedder):
+    import socket
+    import subprocess
+    import sys
+
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    staged = col.prepare(docs(0, 3))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = staged.with_name(f".staged-{socket.gethostname()}-{dead.stdout.strip()}-0123abcd")
+    staged.rename(orphan)
+    alive = col.prepare(docs(3, 3))  # this process lives: its staged segment stays
+    col.add(docs(10, 1))
+    assert not orphan.exists() and alive.exists()
+    assert col.commit_prepared([alive]).added == ["d0003", "d0004", "d0005"]
