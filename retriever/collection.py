@@ -29,7 +29,7 @@ import faiss
 import numpy as np
 from filelock import FileLock, Timeout
 
-from retriever import vector_index
+from retriever import validation, vector_index
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, BM25Index, bm25_path
 from retriever.catalog import Catalog, ChunkRow, DocumentWrite
 from retriever.chunking import Chunker
@@ -136,6 +136,7 @@ class Collection:
                 or a quarter of the window when that is smaller).
             title_prefix: Embed each chunk with its document's title in front.
         """
+        validation.check_create_args(path, model, window_tokens, overlap_tokens, title_prefix, lock_timeout)
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise BadInputError(f"cannot create a collection at {root}: it is a file")
@@ -193,6 +194,7 @@ class Collection:
                 built with (same weights), else ``ModelMismatchError``. By
                 default the manifest's model is loaded when first needed.
         """
+        validation.check_open_args(path, model, lock_timeout)
         root = Path(path)
         manifest = Manifest.load(root)
         embedder = None
@@ -244,6 +246,7 @@ class Collection:
 
     def embed(self, texts: Sequence[str] | str, **kwargs) -> np.ndarray:
         """Embed texts with the collection's model; see ``Embedder.embed``."""
+        texts = validation.check_texts(texts)
         return self.embedder.embed(texts, **kwargs)
 
     # -- reads ------------------------------------------------------------
@@ -251,6 +254,7 @@ class Collection:
         return self.catalog.counts()[0]
 
     def __contains__(self, doc_id: str) -> bool:
+        validation.check_id_arg(doc_id)
         return bool(self.catalog.content_hashes([doc_id]))
 
     def ids(self) -> Iterator[str]:
@@ -259,6 +263,7 @@ class Collection:
 
     def get(self, doc_id: str) -> Document | None:
         """The stored document, or ``None``."""
+        validation.check_id_arg(doc_id)
         row = self.catalog.documents([doc_id]).get(doc_id)
         if row is None:
             return None
@@ -294,6 +299,7 @@ class Collection:
             chunk. Scores are cosine similarity (dense), BM25 (bm25) or the
             fused score (hybrid).
         """
+        validation.check_search_args(query, k, where, mode, self.SEARCH_MODES, fusion, alpha)
         if not isinstance(query, str) or not query.strip():
             raise BadInputError("query is empty")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -447,6 +453,7 @@ class Collection:
     # -- writes -----------------------------------------------------------
     def add(self, documents: Iterable[Document | dict[str, Any]]) -> WriteReport:
         """Insert new documents; an id that already exists is an error (use ``upsert``)."""
+        documents = validation.check_documents(documents)
         docs = _coerce_batch(documents)
         existing = self.catalog.content_hashes([d.id for d in docs])
         if existing:
@@ -462,6 +469,7 @@ class Collection:
         have their old chunks replaced; a change of metadata alone re-embeds
         nothing.
         """
+        documents = validation.check_documents(documents)
         docs = _coerce_batch(documents)
         report = WriteReport()
         if not docs:
@@ -513,7 +521,8 @@ class Collection:
         return report
 
     def delete(self, ids: Iterable[str]) -> WriteReport:
-        """Remove documents by id; unknown ids are ignored. Returns what was deleted."""
+        """Remove documents by id (a list, not one bare string); unknown ids are ignored. Returns what was deleted."""
+        ids = validation.check_ids(ids)
         wanted = list(dict.fromkeys(ids))
         for doc_id in wanted:
             if not isinstance(doc_id, str):

@@ -16,7 +16,9 @@ from typing import Sequence
 
 import numpy as np
 
+from retriever import deadline
 from retriever.errors import BadInputError
+from retriever.unicode_policy import check_utf8
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -148,18 +150,28 @@ class Embedder:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise BadInputError(f"text {i} is {type(text).__name__}, not str")
+            check_utf8(text, f"text {i}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._report_overflow(texts, on_overflow)
         if show_progress is None:
             show_progress = len(texts) >= 1000
-        vectors = self._model.encode(
-            texts,
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
+        batch_size = batch_size or self.batch_size
+        step = max(batch_size, 4 * batch_size if deadline.active() else len(texts))
+        parts = []
+        for start in range(0, len(texts), step):  # under a deadline: stop between slices
+            deadline.check("embedding")
+            parts.append(
+                self._model.encode(
+                    texts[start : start + step],
+                    batch_size=batch_size,
+                    show_progress_bar=show_progress,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+            )
+        deadline.check("embedding")  # a late result is not handed on (to a commit, say)
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _report_overflow(self, texts: list[str], on_overflow: str) -> None:

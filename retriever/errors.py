@@ -32,3 +32,7 @@ class CollectionLockedError(SemsearchError):
 
 class CorruptCollectionError(SemsearchError):
     """The collection's files disagree with each other or cannot be read."""
+
+
+class DeadlineExceededError(SemsearchError):
+    """An operation ran past the deadline its caller set (see ``retriever.deadline``)."""
