@@ -1,0 +1,99 @@
+"""Generated filters: each is refused with a FilterError naming its place, or it runs, in SQL linear in its size."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from sqlalchemy.dialects import sqlite
+
+from retriever.catalog import documents
+from retriever.errors import FilterError
+from retriever.filters import MAX_CLAUSES, MAX_DEPTH, compile_where, validate_where
+from tests.hostile.conftest import case, examples
+from tests.hostile.strategies import filters, nested
+
+
+@pytest.fixture(scope="module")
+def col(hostile_collection):
+    from retriever import Collection
+
+    with Collection.open(hostile_collection) as opened:
+        yield opened
+
+
+def _sql(where) -> str:
+    return str(compile_where(where, documents.c.meta).compile(dialect=sqlite.dialect()))
+
+
+@settings(max_examples=examples(150))
+@given(where=filters)
+def test_a_filter_is_refused_by_name_or_runs_with_linear_sql(col, where):
+    with case("filters"):
+        try:
+            validate_where(where)
+        except FilterError as exc:
+            assert str(exc).strip()
+            with pytest.raises(FilterError):
+                col.catalog.matching_doc_ids(where)
+            return
+        size = len(json.dumps(where))
+        assert len(_sql(where)) <= 40 * size + 400
+        matched = col.catalog.matching_doc_ids(where)
+        assert matched <= set(col.ids())
+        complement = {"$not": where}
+        try:
+            validate_where(complement)
+        except FilterError:
+            return  # where sits at a limit already
+        others = col.catalog.matching_doc_ids(complement)
+        assert matched | others == set(col.ids()) and not matched & others  # $not is the exact complement
+
+
+@settings(max_examples=examples(40))
+@given(where=nested(40))
+def test_deep_nesting_is_refused_before_any_sql(col, where):
+    with case("filters"):
+        try:
+            validate_where(where)
+        except FilterError as exc:
+            assert str(exc).strip()
+        else:
+            col.catalog.matching_doc_ids(where)
+
+
+def test_sql_grows_linearly_with_not_depth():
+    where, sizes = {"lang": "en"}, []
+    for _ in range(MAX_DEPTH):
+        where = {"$not": where}
+        sizes.append(len(_sql(where)))
+    steps = {b - a for a, b in zip(sizes, sizes[1:])}
+    assert len(steps) == 1  # each level adds the same few characters
+
+
+def test_limits_are_named():
+    deep = {"lang": "en"}
+    for _ in range(MAX_DEPTH + 1):
+        deep = {"$not": deep}
+    cases = [
+        (deep, "nest at most"),
+        ({"$or": [{"a": i} for i in range(MAX_CLAUSES + 1)]}, "more than"),
+        ({"year": {"$in": list(range(1001))}}, "year.$in"),
+        ({"year": 2**64}, "64-bit"),
+        ({"year": float("inf")}, "finite"),
+        ({'a"b': 1}, "bad field name"),
+        ({"a\x00": 1}, "bad field name"),
+        ({"lang": "\ud800"}, "UTF-8"),
+        ({"$or": [{"lang": "en"}, {"year": {"$gt": True}}]}, "$or[1].year.$gt"),
+    ]
+    for where, words in cases:
+        with pytest.raises(FilterError) as info:
+            validate_where(where)
+        assert words in str(info.value), (where, str(info.value))
+
+
+def test_a_long_in_list_runs(col):
+    assert col.catalog.matching_doc_ids({"year": {"$in": list(range(1000, 1999)) + [2019]}}) == {"coffee"}
+    assert "tea" in col.catalog.matching_doc_ids({"lang": {"$in": [f"v{i}" for i in range(999)] + ["en"]}})
+    assert col.catalog.matching_doc_ids({"year": {"$in": ["x", 2021, True]}}) == {"tea"}
