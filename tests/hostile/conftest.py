@@ -10,6 +10,7 @@ answer (reported, not asserted: timings on a shared machine are not facts).
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections import Counter
 from contextlib import contextmanager
@@ -95,3 +96,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         "(wall time on this machine, which may be shared)"
     )
     terminalreporter.write_line("every case asserted: no 5xx, no bare exception, refused writes change nothing")
+
+
+@pytest.fixture(scope="module")
+def col(hostile_collection, tmp_path_factory):
+    """This module's own copy of the hostile collection, open (writes stay in the module)."""
+    from retriever import Collection
+
+    path = tmp_path_factory.mktemp("copy") / "col"
+    shutil.copytree(hostile_collection, path)
+    with Collection.open(path) as opened:
+        yield opened

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 from hypothesis import given, settings
@@ -43,16 +42,6 @@ calls = st.one_of(
     st.tuples(st.just("embed"), st.one_of(hostile_text, st.lists(hostile_text, max_size=3), json_like)
               .map(lambda t: {"texts": t})),
 )
-
-
-@pytest.fixture(scope="module")
-def col(hostile_collection, tmp_path_factory):
-    from retriever import Collection
-
-    path = tmp_path_factory.mktemp("api") / "col"
-    shutil.copytree(hostile_collection, path)
-    with Collection.open(path) as opened:
-        yield opened
 
 
 def _call(col, method: str, kwargs: dict):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 from hypothesis import given, settings
@@ -36,16 +35,6 @@ contents = st.one_of(
 )
 folders = st.lists(st.tuples(names, st.sampled_from(SUFFIXES), contents), min_size=1, max_size=5,
                    unique_by=lambda f: f[0].lower() + f[1].lower().encode())
-
-
-@pytest.fixture(scope="module")
-def col(hostile_collection, tmp_path_factory):
-    from retriever import Collection
-
-    path = tmp_path_factory.mktemp("files") / "col"
-    shutil.copytree(hostile_collection, path)
-    with Collection.open(path) as opened:
-        yield opened
 
 
 @settings(max_examples=examples(40))

@@ -15,14 +15,6 @@ from tests.hostile.conftest import case, examples
 from tests.hostile.strategies import filters, nested
 
 
-@pytest.fixture(scope="module")
-def col(hostile_collection):
-    from retriever import Collection
-
-    with Collection.open(hostile_collection) as opened:
-        yield opened
-
-
 def _sql(where) -> str:
     return str(compile_where(where, documents.c.meta).compile(dialect=sqlite.dialect()))
 
