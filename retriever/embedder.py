@@ -141,6 +141,12 @@ class Embedder:
 
         Returns:
             float32 array of shape ``(len(texts), dim)``, rows of L2 norm 1.
+
+        Raises:
+            BadInputError: a text is not a string or not UTF-8, or (with
+                ``on_overflow="error"``) too long.
+            DeadlineExceededError: run under ``retriever.deadline`` and past it
+                (checked between batches).
         """
         if isinstance(texts, str):
             texts = [texts]
@@ -157,7 +163,7 @@ class Embedder:
         if show_progress is None:
             show_progress = len(texts) >= 1000
         batch_size = batch_size or self.batch_size
-        step = max(batch_size, 4 * batch_size if deadline.active() else len(texts))
+        step = batch_size if deadline.active() else max(batch_size, len(texts))
         parts = []
         for start in range(0, len(texts), step):  # under a deadline: stop between slices
             deadline.check("embedding")
