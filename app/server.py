@@ -49,7 +49,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from retriever.collection import Collection
-from retriever.deadline import deadline
+from retriever.deadline import deadline, expired
 from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
 from retriever.errors import (
     BadInputError,
@@ -316,16 +316,24 @@ def create_app(
         yield
         collection.close()
 
+    late = f"the request ran past its deadline of {deadline_s:g} s and was stopped; try again, or narrow it"
+
     async def bounded(work, *args):
         """``work(*args)`` in a worker thread, stopped and answered 503 at the deadline."""
 
         def run():
             with deadline(deadline_s):
-                return work(*args)
+                try:
+                    return work(*args)
+                except Exception:
+                    if expired():  # whatever the stopped work raised, the cause is the deadline
+                        raise DeadlineExceededError(late) from None
+                    raise
 
         with anyio.move_on_after(deadline_s):
             return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
-        raise DeadlineExceededError(f"the request ran past its deadline of {deadline_s:g} s and was stopped")
+        raise DeadlineExceededError(late)
+
 
     app = FastAPI(
         title="semsearch",

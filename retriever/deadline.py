@@ -4,7 +4,8 @@ A caller (the HTTP service, for each request) runs work inside
 ``with deadline(seconds):``. Inside it, SQLite statements are interrupted once
 the deadline passes (a progress handler installed on every SQLite connection)
 and ``Embedder.embed`` stops between batches, both raising
-``DeadlineExceededError``; an interrupted write rolls back like any failed one.
+``DeadlineExceededError``; a commit past the deadline is refused, so a write
+that runs late rolls back like any failed one.
 Outside such a block nothing changes: the Python API and the command line
 have no deadline.
 """
@@ -61,3 +62,8 @@ def _progress() -> int:
 def _install_progress_handler(dbapi_connection, _record) -> None:
     if hasattr(dbapi_connection, "set_progress_handler"):  # sqlite3 connections
         dbapi_connection.set_progress_handler(_progress, _CHECK_EVERY)
+
+
+@event.listens_for(Engine, "commit")
+def _refuse_a_late_commit(_connection) -> None:
+    check("the write")  # raising here rolls the transaction back: a write past its deadline changes nothing

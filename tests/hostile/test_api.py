@@ -87,6 +87,9 @@ def test_a_write_past_its_deadline_rolls_back(col):
     with deadline(0), pytest.raises(DeadlineExceededError):
         col.upsert([{"id": "late", "text": "This write comes too late."}])
     assert fingerprint(col) == before and "late" not in col
+    with deadline(0), pytest.raises(DeadlineExceededError):
+        col.delete(["tea"])  # no embedding to stop: the commit itself is refused
+    assert fingerprint(col) == before and "tea" in col
 
 
 def test_a_query_past_its_deadline_is_interrupted(col):
