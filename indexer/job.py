@@ -171,8 +171,8 @@ class _Batch:
                     self.report.written.merge(self.collection.upsert([doc]))
                 except DOCUMENT_ERRORS as exc:
                     source = doc.metadata.get("source", doc.id) if isinstance(doc.metadata, dict) else doc.id
-                    self.report.skipped.append(LoadError(shown_path(str(source)), f"{type(exc).__name__}: {exc}"
-                                                         if not isinstance(exc, BadInputError) else str(exc)))
+                    reason = str(exc) if isinstance(exc, BadInputError) else f"{type(exc).__name__}: {exc}"
+                    self.report.skipped.append(LoadError(shown_path(str(source)), reason))
         self.bar.update(len(self.docs))
         self.bar.set_postfix(chunks=self.report.written.chunks, skipped=len(self.report.skipped), refresh=False)
         self.docs, self.chars = [], 0

@@ -150,7 +150,11 @@ class Embedder:
         """
         if isinstance(texts, str):
             texts = [texts]
+        elif isinstance(texts, (bytes, bytearray, dict)) or not hasattr(texts, "__iter__"):
+            raise BadInputError(f"texts must be a string or a sequence of strings, got {type(texts).__name__}")
         texts = list(texts)
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
+            raise BadInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if on_overflow not in ("warn", "error"):
             raise BadInputError(f"on_overflow must be 'warn' or 'error', not {on_overflow!r}")
         for i, text in enumerate(texts):

@@ -97,3 +97,12 @@ def test_unicode_helpers():
     assert is_utf8("größe 🙂") and not is_utf8("a\ud800")
     assert has_control("a\nb") and has_control("\x9f") and not has_control("a b ü")
     assert printable("\ud800\n").encode("utf-8") and printable("x" * 100, 10).endswith("...")
+
+
+def test_embedder_arguments_are_named(tiny_embedder):
+    for texts, words in ((3, "texts must be"), (b"x", "texts must be"), (["ok", "\ud800"], "text 1 cannot")):
+        with pytest.raises(BadInputError, match=words):
+            tiny_embedder.embed(texts)
+    for batch_size in (0, -5, 2.5, True):
+        with pytest.raises(BadInputError, match="batch_size"):
+            tiny_embedder.embed(["a"], batch_size=batch_size)
