@@ -334,7 +334,6 @@ def create_app(
             return await anyio.to_thread.run_sync(run, abandon_on_cancel=True)
         raise DeadlineExceededError(late)
 
-
     app = FastAPI(
         title="semsearch",
         version=_version(),
