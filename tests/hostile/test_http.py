@@ -68,7 +68,9 @@ def client(hostile_collection, tmp_path_factory):
 
     path = tmp_path_factory.mktemp("http") / "col"
     shutil.copytree(hostile_collection, path)
-    app = create_app(path, api_key=KEY, warm_up=False)
+    # A generous deadline: a busy test machine must not turn a slow answer into a 503 here.
+    # The deadline itself is tested on its own, below.
+    app = create_app(path, api_key=KEY, warm_up=False, deadline_s=60)
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
