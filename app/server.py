@@ -36,6 +36,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import warnings
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -522,7 +523,12 @@ def _field_name(loc) -> str:
         parts = parts[1:]
     name = ""
     for part in parts:
-        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+        if isinstance(part, int):
+            name += f"[{part}]"
+        elif re.fullmatch(r"[\w$-]{1,64}", str(part)):
+            name += f".{part}" if name else str(part)
+        else:  # an empty, long or odd key (an unknown field, say): quoted, under the body
+            name = (name or "body") + f"[{printable(str(part), 40)}]"
     return name
 
 
