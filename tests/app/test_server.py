@@ -155,6 +155,9 @@ def test_search_returns_hits_like_the_cli(api):
         ({"query": "tea", "where": ["lang"]}, 422, "where"),
         ({"query": "tea", "where": {"year": {"$between": [1, 2]}}}, 400, "where"),
         ({"query": "tea", "limit": 3}, 422, "limit"),
+        ({"query": "tea", "": 3}, 422, "body['']"),
+        ({"query": "tea", "where": {"$not": {"$not": {"lang": {"$in": list(range(1001))}}}}}, 400,
+         "where: $not.$not.lang.$in"),
         ({"k": 3}, 422, "query"),
     ],
 )
