@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all bench bench-quality bench-scale train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -16,6 +16,7 @@ help:
 	@echo "make serve     the HTTP API on 127.0.0.1:8000, docs at /docs (COLLECTION=dir to choose)"
 	@echo "make test      run the test suite (slow benchmarks excluded)"
 	@echo "make test-all  run every test, slow ones included"
+	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files"
 	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
@@ -50,6 +51,11 @@ test: install
 
 test-all: install
 	$(BIN)/python -m pytest -q
+
+# Generated hostile input (Hypothesis), 20 times the cases of the bounded run in
+# `make test`; the summary prints how many inputs were tried per entry point.
+fuzz: install
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/hostile
 
 bench: bench-quality bench-scale
 

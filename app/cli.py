@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by app/ui.py, which asks every session for it
 
 
 class UsageError(Exception):
@@ -95,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="collection directory, or a folder whose sub-folders are collections")
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; the UI has no login, so keep it local)")
+                   help="address to listen on (default 127.0.0.1; any other address needs a password "
+                   "in $SEMSEARCH_UI_PASSWORD)")
 
     p = sub.add_parser("serve", help="start the HTTP API (FastAPI; OpenAPI docs at /docs)")
     collection_arg(p)
@@ -103,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
                    "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
+    p.add_argument("--deadline", type=float, default=4.0, metavar="SECONDS",
+                   help="stop a request that runs longer and answer 503 (default 4)")
     p = sub.add_parser("train", help="train a tokenizer, pretrain a BERT encoder or fine-tune it contrastively")
     train = p.add_subparsers(dest="train_command", metavar="STEP", parser_class=_Parser)
     train.required = True
@@ -203,6 +207,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``semsearch`` console script."""
     from retriever.errors import BadInputError, SemsearchError
 
+    for stream in (sys.stdout, sys.stderr):  # a name that is not UTF-8 is printed escaped, never a crash
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     try:
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
@@ -376,10 +383,10 @@ def cmd_ui(args) -> int:
         raise UsageError(f"{root}: no such directory")
     if importlib.util.find_spec("streamlit") is None:
         raise UsageError("the UI needs Streamlit: pip install 'semsearch[ui]'")
+    if not _is_loopback(args.host) and not os.environ.get(UI_PASSWORD_ENV):
+        raise UsageError(f"refusing to serve the UI on {args.host} without a password: set {UI_PASSWORD_ENV} "
+                         "(every browser session must then enter it), or keep --host on loopback")
     _check_listen(args.host, args.port)
-    if not _is_loopback(args.host):
-        print(f"semsearch: warning: the UI has no login; anyone who reaches {args.host}:{args.port} "
-              "can search and add documents", file=sys.stderr)
     script = Path(__file__).resolve().with_name("ui.py")
     argv = [sys.executable, "-m", "streamlit", "run", str(script),
             "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
@@ -407,7 +414,9 @@ def cmd_serve(args) -> int:
     if not key and not _is_loopback(args.host):
         raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
     _check_listen(args.host, args.port)
-    app = create_app(args.collection, api_key=key)
+    if not 0 < args.deadline <= 3600:
+        raise UsageError(f"--deadline must be between 0 and 3600 seconds, got {args.deadline:g}")
+    app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
     print(f"semsearch: serving {args.collection} at http://{args.host}:{args.port} (API docs at /docs"
           f"{'; API key required' if key else ''})", file=sys.stderr)
     uvicorn.run(app, host=args.host, port=args.port, log_level="info", server_header=False)

@@ -6,10 +6,14 @@ collection live in the URL, so ``?q=...`` links to a search and a reload shows
 its results again. The collection is opened once per process and re-checks
 the committed generation on every search, so documents written by a batch job,
 the HTTP API or another browser tab show up without a restart.
+
+When ``SEMSEARCH_UI_PASSWORD`` is set, every browser session must first enter
+that password (``semsearch ui`` refuses to listen off loopback without it).
 """
 
 from __future__ import annotations
 
+import hmac
 import inspect
 import json
 import logging
@@ -33,6 +37,7 @@ from retriever.errors import CollectionLockedError
 log = logging.getLogger("semsearch.ui")
 
 ENV_COLLECTION = "SEMSEARCH_UI_COLLECTION"
+ENV_PASSWORD = "SEMSEARCH_UI_PASSWORD"
 LOCK_TIMEOUT_S = 30.0
 MAX_K = 50
 DEFAULT_K = 10
@@ -485,10 +490,30 @@ def empty_root(root: Path) -> None:
 
 
 # -- the app -----------------------------------------------------------------------
+def signed_in() -> bool:
+    """True when no password is set or this session gave it; else shows the sign-in form."""
+    expected = os.environ.get(ENV_PASSWORD)
+    if not expected or st.session_state.get("signed_in"):
+        return True
+    st.html(f'<div class="ss-brand">{LOGO}semsearch</div>')
+    with st.form("sign-in"):
+        given = st.text_input("Password", type="password", key="password")
+        submitted = st.form_submit_button("Sign in")
+    if submitted:
+        if hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
+            st.session_state["signed_in"] = True
+            st.session_state.pop("password", None)
+            st.rerun()
+        st.error("Wrong password.")
+    return False
+
+
 def main() -> None:
     st.set_page_config(page_title="semsearch", page_icon="🔎", layout="wide", initial_sidebar_state="expanded",
                        menu_items={"About": "semsearch: semantic search over your own documents."})
     st.html(CSS)
+    if not signed_in():
+        return
     root = collection_root()
     if root is None:
         st.error(f"No collection given. Start the UI with `semsearch ui -c DIR` (or set {ENV_COLLECTION}).")
@@ -537,7 +562,7 @@ def run() -> None:
         st.error(md_escape(exc), icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the page must not show a traceback
         log.exception("the UI failed")
-        st.error(f"Something went wrong: {type(exc).__name__}: {md_escape(exc)}. The server log has the details.",
+        st.error(f"Something went wrong ({type(exc).__name__}). The server log has the details.",
                  icon=":material/error:")
 
 

@@ -15,13 +15,16 @@ from typing import Iterable, Sequence
 
 from tqdm.auto import tqdm
 
-from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, walk
+from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path, walk
 from retriever.collection import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 
 DEFAULT_BATCH_DOCS = 128
 MAX_BATCH_CHARS = 400_000  # about 400 chunks: bounds memory and keeps progress moving
+# What one bad document can raise; it is skipped with its reason. Other errors
+# (the collection locked or corrupt) stop the run: every document would fail.
+DOCUMENT_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)  # BadInputError is a ValueError
 
 
 @dataclass
@@ -114,17 +117,21 @@ def index_paths(
         for _root, path in targets:
             report.files += 1
             bar.set_postfix(file=f"{report.files}/{len(targets)}", refresh=False)
-            for item in load_path(path, fields, max_bytes):
-                if isinstance(item, LoadError):
-                    batch.skip(item)
-                    failed_sources.add(_source_of(item))
-                    continue
-                source = item.metadata.get("source", str(path))
-                if item.id in seen:
-                    batch.skip(LoadError(source, f"duplicate id {item.id!r} (already read from {seen[item.id]})"))
-                    continue
-                seen[item.id] = source
-                batch.add(item)
+            try:
+                for item in load_path(path, fields, max_bytes):
+                    if isinstance(item, LoadError):
+                        batch.skip(item)
+                        failed_sources.add(_source_of(item))
+                        continue
+                    source = item.metadata.get("source", str(path))
+                    if item.id in seen:
+                        batch.skip(LoadError(source, f"duplicate id {item.id!r} (already read from {seen[item.id]})"))
+                        continue
+                    seen[item.id] = source
+                    batch.add(item)
+            except Exception as exc:  # noqa: BLE001 - a file that fails in any way is that file's error
+                batch.skip(LoadError(shown_path(path), f"cannot load: {type(exc).__name__}: {exc}"))
+                failed_sources.add(shown_path(path))
         batch.flush()
         if prune:
             report.written.merge(_prune(collection, roots, seen, failed_sources))
@@ -158,12 +165,14 @@ class _Batch:
             return
         try:
             self.report.written.merge(self.collection.upsert(self.docs))
-        except BadInputError:
+        except DOCUMENT_ERRORS:
             for doc in self.docs:
                 try:
                     self.report.written.merge(self.collection.upsert([doc]))
-                except BadInputError as exc:
-                    self.report.skipped.append(LoadError(doc.metadata.get("source", doc.id), str(exc)))
+                except DOCUMENT_ERRORS as exc:
+                    source = doc.metadata.get("source", doc.id) if isinstance(doc.metadata, dict) else doc.id
+                    reason = str(exc) if isinstance(exc, BadInputError) else f"{type(exc).__name__}: {exc}"
+                    self.report.skipped.append(LoadError(shown_path(str(source)), reason))
         self.bar.update(len(self.docs))
         self.bar.set_postfix(chunks=self.report.written.chunks, skipped=len(self.report.skipped), refresh=False)
         self.docs, self.chars = [], 0

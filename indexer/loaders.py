@@ -26,8 +26,9 @@ import charset_normalizer
 from bs4 import BeautifulSoup
 from pypdf import PasswordType, PdfReader
 
-from retriever.documents import Document
+from retriever.documents import Document, coerce_document
 from retriever.errors import BadInputError
+from retriever.unicode_policy import is_utf8
 from retriever.jsonl import json_type, parse_json_object
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(
@@ -141,6 +142,9 @@ def load_path(
     if is_beir_dir(path):
         path, fields = path / _BEIR_CORPUS, replace(fields, id=fields.id or "_id")
     source = _absolute(path)
+    if not is_utf8(source):
+        yield LoadError(shown_path(source), "the file name is not valid UTF-8; rename the file")
+        return
     try:
         suffix = _suffix(path)
         # Record files hold many documents, so the size limit is for single-document files.
@@ -158,6 +162,19 @@ def load_path(
             yield _text_document(text, source, _FILE_FORMATS[suffix], path.stem, defaults)
     except _Rejected as exc:
         yield LoadError(source, str(exc))
+    except Exception as exc:  # noqa: BLE001 - any surprise in one file is that file's error, not the run's
+        yield LoadError(source, f"cannot load: {type(exc).__name__}: {_first_line(exc)}")
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """A path for messages: bytes that are not UTF-8 appear as ``\\xNN`` escapes."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        return text.decode("utf-8", "backslashreplace")
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def walk(
@@ -579,7 +596,10 @@ def _record_document(
     if title is not None and not isinstance(title, str):
         raise _Rejected(f"{title_key!r} is {json_type(title)}, not a string")
     extra = {name: value for name, value in record.items() if name not in keys}
-    return Document(id=doc_id, text=text, title=title or "", metadata=defaults | extra)
+    try:  # the rules every write path applies (id characters, UTF-8, plain JSON metadata)
+        return coerce_document(Document(id=doc_id, text=text, title=title or "", metadata=defaults | extra))
+    except BadInputError as exc:
+        raise _Rejected(str(exc)) from None
 
 
 def _claim_id(doc_id: str, lineno: int, first_line: dict[str, int]) -> None:

@@ -43,7 +43,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from retriever.catalog_url import redact, with_password
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
-from retriever.metadata_index import field_rows, fields_table, matching_keys_query
+from retriever.metadata_index import FilterPlan, field_rows, fields_table
 
 _BATCH = 500  # ids per IN (...) clause
 
@@ -320,11 +320,10 @@ class Catalog:
 
     def matching_keys(self, where: dict) -> np.ndarray:
         """Sorted keys of documents whose metadata satisfies ``where`` (int64)."""
-        query = matching_keys_query(where, fields, documents)
+        plan = FilterPlan(where, fields, documents)
         with self.engine.connect() as conn:
-            keys = np.fromiter(conn.execute(query).scalars(), dtype=np.int64)
-        keys.sort()
-        return keys
+            rows = [row for statement in plan.statements() for row in conn.execute(statement)]
+        return plan.evaluate(rows)
 
     def ids_by_source(self, prefix: str) -> dict[str, str]:
         """``{id: metadata.source}`` for documents whose source starts with ``prefix``."""

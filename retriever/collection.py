@@ -38,7 +38,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 from filelock import FileLock, Timeout
 
-from retriever import vector_index
+from retriever import deadline, validation, vector_index
 from retriever.atomic import atomic_write_text, fsync_dir, write_durably
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, bm25_top
 from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
@@ -50,6 +50,7 @@ from retriever.errors import (
     BadInputError,
     CollectionLockedError,
     CorruptCollectionError,
+    DeadlineExceededError,
     ModelMismatchError,
 )
 from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS, fuse
@@ -161,6 +162,7 @@ class Collection:
                 (default ``IndexPolicy()``: exact below 32,768 chunks, IVF above).
             merge_policy: When segments merge (default ``MergePolicy()``).
         """
+        validation.check_create_args(path, model, window_tokens, overlap_tokens, title_prefix, lock_timeout)
         root = Path(path)
         if root.exists() and not root.is_dir():
             raise BadInputError(f"cannot create a collection at {root}: it is a file")
@@ -223,6 +225,7 @@ class Collection:
         Raises:
             FormatVersionError: The collection has an older format (``semsearch upgrade`` converts it).
         """
+        validation.check_open_args(path, model, lock_timeout)
         root = Path(path)
         manifest = Manifest.load(root)
         embedder = None
@@ -274,6 +277,7 @@ class Collection:
 
     def embed(self, texts: Sequence[str] | str, **kwargs) -> np.ndarray:
         """Embed texts with the collection's model; see ``Embedder.embed``."""
+        texts = validation.check_texts(texts)
         return self.embedder.embed(texts, **kwargs)
 
     # -- reads ------------------------------------------------------------
@@ -281,6 +285,7 @@ class Collection:
         return self.catalog.counts()[0]
 
     def __contains__(self, doc_id: str) -> bool:
+        validation.check_id_arg(doc_id)
         return bool(self.catalog.lookup([doc_id]))
 
     def ids(self) -> Iterator[str]:
@@ -289,6 +294,7 @@ class Collection:
 
     def get(self, doc_id: str) -> Document | None:
         """The stored document, or ``None``."""
+        validation.check_id_arg(doc_id)
         row = self.catalog.lookup([doc_id]).get(doc_id)
         if row is None:
             return None
@@ -301,6 +307,7 @@ class Collection:
 
     def chunk_spans(self, doc_id: str) -> list[tuple[int, int]]:
         """Character spans of a document's chunks, in order (empty if the id is unknown)."""
+        validation.check_id_arg(doc_id)
         row = self.catalog.lookup([doc_id]).get(doc_id)
         found = self._current().find(row.key) if row is not None else None
         if found is None:
@@ -346,6 +353,9 @@ class Collection:
             chunk. Scores are cosine similarity (dense), BM25 (bm25) or the
             fused score (hybrid).
         """
+        validation.check_search_args(
+            query, k, where, mode, self.SEARCH_MODES, fusion, alpha, has_vector=vector is not None, exact=exact
+        )
         if query is not None and (not isinstance(query, str) or not query.strip()):
             raise BadInputError("query is empty")
         if vector is not None:
@@ -401,6 +411,7 @@ class Collection:
         if exact:
             policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
         for i, part in enumerate(view.parts):
+            deadline.check("the search")
             segment = part.segment
             mask = part.live_chunks
             if allowed is not None:
@@ -552,6 +563,7 @@ class Collection:
                 each document is then stored as one chunk spanning its text, with
                 its row of ``vectors`` (normalised) as the chunk's vector.
         """
+        documents = validation.check_documents(documents)
         docs = _coerce_batch(documents)
         existing = self.catalog.lookup([d.id for d in docs])
         if existing:
@@ -571,6 +583,7 @@ class Collection:
             documents: As for ``add``.
             vectors: As for ``add``.
         """
+        documents = validation.check_documents(documents)
         docs = _coerce_batch(documents)
         given = None
         if vectors is not None:
@@ -600,7 +613,7 @@ class Collection:
         Returns:
             The staged segment's folder (inside the collection).
         """
-        docs = _coerce_batch(documents)
+        docs = _coerce_batch(validation.check_documents(documents))
         given = None
         if vectors is not None:
             given = _check_vectors(vectors, len(docs), self.manifest.model["dim"], "vectors")
@@ -631,9 +644,8 @@ class Collection:
         return _report([Document(doc_id, "-") for doc_id in order], kinds, chunks)
 
     def delete(self, ids: Iterable[str]) -> WriteReport:
-        """Remove documents by id; unknown ids are ignored. Returns what was deleted."""
-        if isinstance(ids, str):
-            raise BadInputError(f"delete takes a list of ids, got the string {ids!r}; use delete([{ids!r}])")
+        """Remove documents by id (a list, not one bare string); unknown ids are ignored. Returns what was deleted."""
+        ids = validation.check_ids(ids)
         wanted = list(dict.fromkeys(ids))
         for doc_id in wanted:
             if not isinstance(doc_id, str):
@@ -857,7 +869,10 @@ class Collection:
         state, view = self._writer_state()
         names = self.merge_policy.plan(view.parts)
         if names:
-            self._merge(state, view, names)
+            try:
+                self._merge(state, view, names)
+            except DeadlineExceededError:
+                pass  # the commit stands; the next writer (or compact) merges
 
     def _merge(self, state: CatalogState, view: View, names: Sequence[str]) -> None:
         """Replace the segments ``names`` by one holding their live rows; no catalog row changes."""

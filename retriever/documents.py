@@ -1,4 +1,13 @@
-"""The records that flow through semsearch: documents in, hits out."""
+"""The records that flow through semsearch: documents in, hits out.
+
+Rules every write path enforces (``coerce_document``):
+
+- ids: 1 to ``MAX_ID_CHARS`` (1,024) characters, not blank, no control
+  characters (newline, tab, NUL, DEL, C1), encodable as UTF-8;
+- title, text, metadata keys and string values: encodable as UTF-8;
+- metadata: a JSON object with string keys, nested at most ``MAX_METADATA_DEPTH``
+  (32) levels, whose numbers are finite and integers fit in 64 bits.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,13 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from retriever.errors import BadInputError
+from retriever.unicode_policy import check_utf8, has_control, printable
+
+MAX_ID_CHARS = 1_024  # the catalog's id column holds this many characters
+MAX_METADATA_DEPTH = 32
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass
@@ -79,17 +95,16 @@ def coerce_document(item: Document | dict[str, Any]) -> Document:
     """Accept a ``Document`` or a mapping with ``id``, ``text``, ``title``, ``metadata``.
 
     Raises:
-        BadInputError: when the id or text is missing, empty or not a string.
+        BadInputError: when a field breaks the rules in the module docstring
+            (id, text and title types, UTF-8, id characters, metadata shape).
     """
-    from retriever.errors import BadInputError
-
     if isinstance(item, Document):
         doc = item
     elif isinstance(item, dict):
         unknown = set(item) - {"id", "text", "title", "metadata"}
         if unknown:
             raise BadInputError(
-                f"document {item.get('id')!r}: unknown field(s) {sorted(unknown)}; "
+                f"document {printable(repr(item.get('id')))}: unknown field(s) {sorted(map(repr, unknown))}; "
                 "put extra fields under 'metadata'"
             )
         doc = Document(
@@ -100,21 +115,66 @@ def coerce_document(item: Document | dict[str, Any]) -> Document:
         )
     else:
         raise BadInputError(f"expected a Document or a dict, got {type(item).__name__}")
-    if not isinstance(doc.id, str) or not doc.id.strip():
-        raise BadInputError(f"document id must be a non-empty string, got {doc.id!r}")
+    check_id(doc.id)
+    name = f"document {printable(doc.id)}"
     if not isinstance(doc.text, str):
-        raise BadInputError(f"document {doc.id!r}: text must be a string, got {type(doc.text).__name__}")
+        raise BadInputError(f"{name}: text must be a string, got {type(doc.text).__name__}")
+    check_utf8(doc.text, f"{name}: text")
     if not doc.text.strip():
-        raise BadInputError(f"document {doc.id!r}: text is empty")
+        raise BadInputError(f"{name}: text is empty")
     if not isinstance(doc.title, str):
-        raise BadInputError(f"document {doc.id!r}: title must be a string")
-    if not isinstance(doc.metadata, dict):
-        raise BadInputError(f"document {doc.id!r}: metadata must be a mapping")
-    try:
-        json.dumps(doc.metadata, allow_nan=False)  # NaN/Infinity would be malformed JSON in the catalog
-    except (TypeError, ValueError) as exc:
-        raise BadInputError(f"document {doc.id!r}: metadata is not JSON-serialisable ({exc})") from None
+        raise BadInputError(f"{name}: title must be a string")
+    check_utf8(doc.title, f"{name}: title")
+    check_metadata(doc.metadata, f"{name}: metadata")
     return doc
+
+
+def check_metadata(metadata: Any, where: str = "metadata") -> None:
+    """Raise ``BadInputError`` naming ``where`` unless ``metadata`` is a plain JSON object."""
+    if not isinstance(metadata, dict):
+        raise BadInputError(f"{where} must be a mapping")
+    _check_json(metadata, where, 0)
+
+
+def check_id(doc_id: Any, what: str = "document id") -> None:
+    """Raise ``BadInputError`` unless ``doc_id`` follows the id rules (see the module docstring)."""
+    if not isinstance(doc_id, str):
+        raise BadInputError(f"{what} must be a string, got {type(doc_id).__name__}")
+    check_utf8(doc_id, what)
+    if not doc_id.strip():
+        raise BadInputError(f"{what} must be a non-empty string, got {doc_id!r}")
+    if len(doc_id) > MAX_ID_CHARS:
+        raise BadInputError(f"{what} has {len(doc_id):,} characters; the limit is {MAX_ID_CHARS:,}")
+    if has_control(doc_id):
+        raise BadInputError(f"{what} {printable(doc_id)} holds a control character (newline, tab, NUL...)")
+
+
+def _check_json(value: Any, where: str, depth: int) -> None:
+    """Metadata must be plain JSON: string keys, UTF-8 text, finite numbers, 64-bit integers."""
+    if depth > MAX_METADATA_DEPTH:
+        raise BadInputError(f"{where}: nested more than {MAX_METADATA_DEPTH} levels")
+    if isinstance(value, str):
+        check_utf8(value, where)
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int):
+        if not _INT64_MIN <= value <= _INT64_MAX:
+            raise BadInputError(f"{where}: integer out of the 64-bit range")
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise BadInputError(f"{where}: number must be finite, got {value!r}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise BadInputError(f"{where}: keys must be strings, got {type(key).__name__} {printable(repr(key))}")
+            check_utf8(key, f"{where}: key")
+            shown = key if key.isprintable() and len(key) <= 40 else printable(key, 40)
+            _check_json(item, f"{where}.{shown}", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]", depth + 1)
+    else:
+        raise BadInputError(f"{where}: {type(value).__name__} is not JSON-serialisable")
 
 
 def _copy_metadata(meta: Any) -> Any:

@@ -16,7 +16,9 @@ from typing import Sequence
 
 import numpy as np
 
+from retriever import deadline
 from retriever.errors import BadInputError
+from retriever.unicode_policy import check_utf8
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -139,27 +141,47 @@ class Embedder:
 
         Returns:
             float32 array of shape ``(len(texts), dim)``, rows of L2 norm 1.
+
+        Raises:
+            BadInputError: a text is not a string or not UTF-8, or (with
+                ``on_overflow="error"``) too long.
+            DeadlineExceededError: run under ``retriever.deadline`` and past it
+                (checked between batches).
         """
         if isinstance(texts, str):
             texts = [texts]
+        elif isinstance(texts, (bytes, bytearray, dict)) or not hasattr(texts, "__iter__"):
+            raise BadInputError(f"texts must be a string or a sequence of strings, got {type(texts).__name__}")
         texts = list(texts)
+        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
+            raise BadInputError(f"batch_size must be a positive integer, got {batch_size!r}")
         if on_overflow not in ("warn", "error"):
             raise BadInputError(f"on_overflow must be 'warn' or 'error', not {on_overflow!r}")
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise BadInputError(f"text {i} is {type(text).__name__}, not str")
+            check_utf8(text, f"text {i}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self._report_overflow(texts, on_overflow)
         if show_progress is None:
             show_progress = len(texts) >= 1000
-        vectors = self._model.encode(
-            texts,
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
+        batch_size = batch_size or self.batch_size
+        step = batch_size if deadline.active() else max(batch_size, len(texts))
+        parts = []
+        for start in range(0, len(texts), step):  # under a deadline: stop between slices
+            deadline.check("embedding")
+            parts.append(
+                self._model.encode(
+                    texts[start : start + step],
+                    batch_size=batch_size,
+                    show_progress_bar=show_progress,
+                    convert_to_numpy=True,
+                    normalize_embeddings=True,
+                )
+            )
+        deadline.check("embedding")  # a late result is not handed on (to a commit, say)
+        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
     def _report_overflow(self, texts: list[str], on_overflow: str) -> None:

@@ -36,3 +36,7 @@ class CorruptCollectionError(SemsearchError):
 
 class FormatVersionError(CorruptCollectionError):
     """The collection was written in an older on-disk format; ``semsearch upgrade`` converts it."""
+
+
+class DeadlineExceededError(SemsearchError):
+    """An operation ran past the deadline its caller set (see ``retriever.deadline``)."""

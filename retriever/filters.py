@@ -1,4 +1,4 @@
-"""Metadata filters: a small Mongo-style language compiled to SQL.
+"""Metadata filters: a small Mongo-style language and its limits, checked before any SQL.
 
 Grammar (keys are metadata fields; ``a.b`` reaches into nested objects)::
 
@@ -14,21 +14,42 @@ of its own JSON type: the number 2020 is not the string "2020", ``true`` is
 not 1, and ``$gt`` never compares a number with a string (as with a missing
 field, ``$ne`` / ``$nin`` / ``$not`` match them). Filtering happens in the catalog
 before the vector search, so ``k`` hits come back whenever ``k`` documents match.
+
+Limits, checked on the whole filter before any SQL is built (a breach is a
+``FilterError`` that names the place, e.g. ``$or[2].year.$in``):
+
+- at most ``MAX_DEPTH`` (10) nested ``$and`` / ``$or`` / ``$not``;
+- at most ``MAX_CLAUSES`` (256) operators and comparisons in one filter;
+- at most ``MAX_LIST`` (1,000) values in one ``$in`` / ``$nin`` list;
+- field names: 1 to ``MAX_KEY_CHARS`` (256) characters, dot-separated parts
+  that are not empty, do not start with ``$`` and hold no control character,
+  ``"``, ``\\``, ``[`` or ``]``;
+- strings up to ``MAX_STRING_CHARS`` (4,096) characters, encodable as UTF-8;
+  integers within 64 bits; floats finite.
+
+A checked filter is compiled by ``retriever.metadata_index`` into one query
+over the catalog's indexed metadata rows; that SQL grows linearly with the
+filter (each node appears once).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
-from sqlalchemy import and_, false, not_, or_, true
-from sqlalchemy.sql.elements import ColumnElement
-
 from retriever.errors import FilterError
-from retriever.json_types import typed
+from retriever.unicode_policy import has_control, is_utf8, printable
 
 COMPARISONS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin")
 LOGICAL = ("$and", "$or", "$not")
+MAX_DEPTH = 10
+MAX_CLAUSES = 256
+MAX_LIST = 1_000
+MAX_KEY_CHARS = 256
+MAX_STRING_CHARS = 4_096
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_BAD_KEY_CHARS = set('"\\[]')
 
 
 def parse_where(text: str | None) -> dict | None:
@@ -39,102 +60,127 @@ def parse_where(text: str | None) -> dict | None:
         where = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FilterError(f"filter is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise FilterError(f"filter is nested too deeply (the limit is {MAX_DEPTH} levels)") from None
     if not isinstance(where, dict):
         raise FilterError(f"filter must be a JSON object, got {type(where).__name__}")
     return where
 
 
 def validate_where(where: Any) -> None:
-    """Raise ``FilterError`` naming the first malformed part of ``where``; return quietly if sound."""
-    from sqlalchemy import JSON, column
-
-    compile_where(where, column("meta", JSON))
+    """Check ``where`` against the grammar and the limits; raises ``FilterError`` naming the place."""
+    _Checker().filter(where, "", 0)
 
 
-def compile_where(where: dict[str, Any], column) -> ColumnElement:
-    """Compile ``where`` against a JSON ``column``; raises ``FilterError`` when malformed."""
-    if not isinstance(where, dict):
-        raise FilterError(f"filter must be an object, got {type(where).__name__}: {where!r}")
-    if not where:
-        return true()
-    clauses = []
-    for key, value in where.items():
-        if not isinstance(key, str):
-            raise FilterError(f"filter keys are field names or operators (strings), got {key!r}")
-        if key in LOGICAL:
-            clauses.append(_logical(key, value, column))
-        elif key.startswith("$"):
+class _Checker:
+    """Walks a filter once, counting clauses; every refusal names its place."""
+
+    def __init__(self) -> None:
+        self.clauses = 0
+
+    def _count(self, place: str) -> None:
+        self.clauses += 1
+        if self.clauses > MAX_CLAUSES:
+            raise FilterError(f"{_at(place)}the filter has more than {MAX_CLAUSES} operators and comparisons")
+
+    def filter(self, where: Any, place: str, depth: int) -> None:
+        if not isinstance(where, dict):
+            raise FilterError(f"{_at(place)}a filter must be an object, got {_kind(where)}")
+        for key, value in where.items():
+            if not isinstance(key, str):
+                raise FilterError(
+                    f"{_at(place)}filter keys are field names or operators (strings), "
+                    f"got {_kind(key)} {printable(repr(key), 40)}"
+                )
+            here = _join(place, key)
+            if key in LOGICAL:
+                self.logical(key, value, here, depth + 1)
+            elif key.startswith("$"):
+                raise FilterError(
+                    f"{_at(here)}unknown operator {printable(key)} at the top of a filter; "
+                    f"use a field name or one of {', '.join(LOGICAL)}"
+                )
+            else:
+                self.field(key, value, here)
+
+    def logical(self, op: str, value: Any, place: str, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise FilterError(f"{_at(place)}filters nest at most {MAX_DEPTH} levels of $and / $or / $not")
+        self._count(place)
+        if op == "$not":
+            self.filter(value, place, depth)
+            return
+        if not isinstance(value, list) or not value:
+            raise FilterError(f"{_at(place)}{op} takes a non-empty list of filters, got {_kind(value)}")
+        for i, item in enumerate(value):
+            self.filter(item, f"{place}[{i}]", depth)
+
+    def field(self, name: str, condition: Any, place: str) -> None:
+        _check_key(name, place)
+        if not isinstance(condition, dict):
+            self._count(place)
+            _check_value(condition, place, allow_bool=True)
+            return
+        if not condition:
+            raise FilterError(f"{_at(place)}empty condition")
+        for op, operand in condition.items():
+            here = _join(place, op) if isinstance(op, str) else place
+            if op not in COMPARISONS:
+                raise FilterError(
+                    f"{_at(here)}unknown operator {printable(str(op))}; use one of {', '.join(COMPARISONS)}"
+                )
+            self._count(here)
+            if op in ("$in", "$nin"):
+                if not isinstance(operand, list):
+                    raise FilterError(f"{_at(here)}{op} takes a list, got {_kind(operand)}")
+                if len(operand) > MAX_LIST:
+                    raise FilterError(f"{_at(here)}{op} takes at most {MAX_LIST:,} values, got {len(operand):,}")
+                for i, item in enumerate(operand):
+                    _check_value(item, f"{here}[{i}]", allow_bool=True)
+            else:
+                _check_value(operand, here, allow_bool=op in ("$eq", "$ne"))
+
+
+def _check_key(name: str, place: str) -> None:
+    if not name or len(name) > MAX_KEY_CHARS:
+        raise FilterError(f"{_at(place)}bad field name: names have 1 to {MAX_KEY_CHARS} characters, got {len(name):,}")
+    if not is_utf8(name):
+        raise FilterError(f"{_at(place)}bad field name: it cannot be encoded as UTF-8")
+    for part in name.split("."):
+        if not part or part.startswith("$") or has_control(part) or _BAD_KEY_CHARS & set(part):
             raise FilterError(
-                f"unknown operator {key!r} at the top of a filter; use a field name or one of {', '.join(LOGICAL)}"
+                f"{_at(place)}bad field name {printable(name)}: dot-separated parts must be non-empty, "
+                'must not start with $ and must not hold control characters, ", \\, [ or ]'
             )
-        else:
-            clauses.append(_field(key, value, column))
-    return and_(*clauses) if len(clauses) > 1 else clauses[0]
 
 
-def _logical(op: str, value: Any, column) -> ColumnElement:
-    if op == "$not":
-        # The complement: a document the inner filter cannot judge (a missing
-        # field makes the inner condition NULL) matches, as with $ne and $nin.
-        inner = compile_where(value, column)
-        return or_(not_(inner), inner.is_(None))
-    if not isinstance(value, list) or not value:
-        raise FilterError(f"{op} takes a non-empty list of filters, got {value!r}")
-    parts = [compile_where(item, column) for item in value]
-    return and_(*parts) if op == "$and" else or_(*parts)
-
-
-def _field(name: str, condition: Any, column) -> ColumnElement:
-    if not name or any(not part for part in name.split(".")):
-        raise FilterError(f"bad field name {name!r}")
-    path = tuple(name.split(".")) if "." in name else name
-    if not isinstance(condition, dict):
-        return _compare(name, column, path, "$eq", condition)
-    if not condition:
-        raise FilterError(f"field {name!r}: empty condition")
-    parts = []
-    for op, operand in condition.items():
-        if op not in COMPARISONS:
-            raise FilterError(f"field {name!r}: unknown operator {op!r}; use one of {', '.join(COMPARISONS)}")
-        parts.append(_compare(name, column, path, op, operand))
-    return and_(*parts) if len(parts) > 1 else parts[0]
-
-
-def _compare(name: str, column, path, op: str, operand: Any) -> ColumnElement:
-    # A comparison is NULL where the field is missing or of another type; the
-    # negations ($ne, $nin) match exactly those NULLs as well.
-    if op in ("$in", "$nin"):
-        if not isinstance(operand, list):
-            raise FilterError(f"field {name!r}: {op} takes a list, got {operand!r}")
-        if not operand:
-            return false() if op == "$in" else true()
-        matches = or_(*[_equals(name, column, path, value) for value in operand])
-        return matches if op == "$in" else or_(not_(matches), matches.is_(None))
-    if op in ("$eq", "$ne"):
-        equal = _equals(name, column, path, operand)
-        return equal if op == "$eq" else or_(not_(equal), equal.is_(None))
-    value = _typed(name, column, path, operand, allow_bool=False)
-    return {
-        "$gt": value > operand,
-        "$gte": value >= operand,
-        "$lt": value < operand,
-        "$lte": value <= operand,
-    }[op]
-
-
-def _equals(name: str, column, path, value: Any) -> ColumnElement:
-    return _typed(name, column, path, value, allow_bool=True) == value
-
-
-def _typed(name: str, column, path, value: Any, allow_bool: bool):
+def _check_value(value: Any, place: str, allow_bool: bool) -> None:
     if isinstance(value, bool):
         if not allow_bool:
-            raise FilterError(f"field {name!r}: cannot order by a boolean ({value!r})")
-        return typed(column, path, "boolean")
-    if isinstance(value, (int, float)):
-        return typed(column, path, "number")
-    if isinstance(value, str):
-        return typed(column, path, "string")
-    raise FilterError(
-        f"field {name!r}: value {value!r} is a {type(value).__name__}; use a string, number or boolean"
-    )
+            raise FilterError(f"{_at(place)}cannot order by a boolean ({value!r})")
+    elif isinstance(value, int):
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise FilterError(f"{_at(place)}integer out of the 64-bit range")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise FilterError(f"{_at(place)}number must be finite, got {value!r}")
+    elif isinstance(value, str):
+        if len(value) > MAX_STRING_CHARS:
+            raise FilterError(f"{_at(place)}strings have at most {MAX_STRING_CHARS:,} characters, got {len(value):,}")
+        if not is_utf8(value):
+            raise FilterError(f"{_at(place)}text cannot be encoded as UTF-8 (a lone surrogate such as \\ud800)")
+    else:
+        raise FilterError(f"{_at(place)}value is {_kind(value)}; use a string, number or boolean")
+
+
+def _at(place: str) -> str:
+    return f"{place}: " if place else ""
+
+
+def _join(place: str, key: str) -> str:
+    shown = key if is_utf8(key) and not has_control(key) and len(key) <= 64 else printable(key, 32)
+    return f"{place}.{shown}" if place else shown
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__

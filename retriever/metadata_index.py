@@ -6,25 +6,28 @@ Every scalar leaf of a document's metadata is one row of ``semsearch_fields``
 ``(field, str)`` serve equality, ranges and ``$in``; lists and nulls are not
 indexed, so they match no comparison (and every negation), as before.
 
-``matching_keys_query`` compiles a ``where`` filter (grammar in
-``retriever.filters``) to one SELECT of document keys. Positive conditions
-start from an index lookup; a negation (``$ne``, ``$nin``, ``$not``) takes
-the complement within all documents. Each filter node appears once in the
-SQL, so the statement grows linearly with the filter.
+``FilterPlan`` turns a ``where`` filter (grammar in ``retriever.filters``)
+into one index lookup per comparison, sent together as one flat
+``UNION ALL`` (split only to stay under the database's limits on terms and
+parameters), and combines their key sets in memory: ``$and`` intersects,
+``$or`` unites, and a negation (``$ne``, ``$nin``, ``$not``) takes the
+complement within all documents. The SQL grows linearly with the filter and
+never nests, however deep the filter.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from sqlalchemy import BigInteger, Column, Float, Index, String, Table, Text, and_, false, or_, select, union
-from sqlalchemy.sql import Select
+import numpy as np
+from sqlalchemy import BigInteger, Column, Float, Index, String, Table, Text, and_, literal, or_, select, union_all
 
 from retriever.filters import LOGICAL, validate_where
 
 NUMBER, STRING, BOOLEAN = "n", "s", "b"
 _RANGES = {"$gt": "__gt__", "$gte": "__ge__", "$lt": "__lt__", "$lte": "__le__"}
-_UNION_LIMIT = 400  # SQLite allows 500 terms in one compound SELECT
+_MAX_TERMS = 400  # SQLite allows 500 terms in one compound SELECT
+_MAX_PARAMETERS = 20_000  # SQLite allows 32,766 bound parameters, PostgreSQL 65,535
 
 
 def fields_table(metadata_obj) -> Table:
@@ -64,86 +67,115 @@ def _leaves(value: dict, prefix: str) -> Iterator[tuple[str, str, float | None, 
             yield path, STRING, None, item
 
 
-def matching_keys_query(where: dict[str, Any], fields: Table, documents: Table) -> Select:
-    """A SELECT of the keys of documents whose metadata satisfies ``where``.
+class FilterPlan:
+    """A checked filter as leaf lookups and the set algebra that combines them.
 
-    Raises:
-        FilterError: ``where`` is malformed (see ``retriever.filters``).
+    Args:
+        where: The filter; raises ``FilterError`` when malformed.
+        fields, documents: The catalog's metadata and document tables.
     """
-    validate_where(where)
-    return _Compiler(fields, documents).keys(where)
 
-
-class _Compiler:
-    def __init__(self, fields: Table, documents: Table) -> None:
+    def __init__(self, where: dict[str, Any], fields: Table, documents: Table) -> None:
+        validate_where(where)
         self.f = fields
         self.documents = documents
+        self.leaves: list = []  # SQL conditions on the fields table
+        self.needs_all = False
+        self.tree = self._filter(where)
 
-    def everything(self) -> Select:
-        return select(self.documents.c.key)
+    def statements(self) -> list:
+        """Flat ``UNION ALL`` SELECTs of ``(leaf, key)`` rows; leaf -1 is every document."""
+        terms, parameters, out = [], 0, []
+        for i, condition in enumerate(self.leaves):
+            term = select(literal(i).label("leaf"), self.f.c.key).where(condition)
+            cost = len(term.compile().params)
+            if terms and (len(terms) >= _MAX_TERMS or parameters + cost > _MAX_PARAMETERS):
+                out.append(union_all(*terms) if len(terms) > 1 else terms[0])
+                terms, parameters = [], 0
+            terms.append(term)
+            parameters += cost
+        if self.needs_all:
+            terms.append(select(literal(-1).label("leaf"), self.documents.c.key))
+        if terms:
+            out.append(union_all(*terms) if len(terms) > 1 else terms[0])
+        return out
 
-    def keys(self, where: dict) -> Select:
-        """Keys matching a filter object (an implicit ``$and`` of its entries)."""
-        parts = []
-        for name, value in where.items():
-            if name in LOGICAL:
-                parts.append(self.logical(name, value))
-            else:
-                parts.append(self.field(name, value))
-        return self.both(parts) if parts else self.everything()
+    def evaluate(self, rows: list[tuple[int, int]]) -> np.ndarray:
+        """The sorted keys matching the filter, from the ``(leaf, key)`` rows of ``statements``."""
+        pairs = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+        order = np.lexsort((pairs[:, 1], pairs[:, 0]))
+        pairs = pairs[order]
+        bounds = np.searchsorted(pairs[:, 0], np.arange(-1, len(self.leaves) + 1))
+        sets = {leaf: np.unique(pairs[bounds[leaf + 1] : bounds[leaf + 2], 1]) for leaf in range(-1, len(self.leaves))}
+        return _evaluate(self.tree, sets)
 
-    def logical(self, op: str, value: Any) -> Select:
+    # -- building the tree ----------------------------------------------------
+    def _filter(self, where: dict) -> tuple:
+        parts = [self._logical(k, v) if k in LOGICAL else self._field(k, v) for k, v in where.items()]
+        if not parts:
+            self.needs_all = True  # {} matches every document
+        return ("and", parts) if len(parts) != 1 else parts[0]
+
+    def _logical(self, op: str, value: Any) -> tuple:
         if op == "$not":
-            return self.complement(self.keys(value))
-        parts = [self.keys(item) for item in value]
-        return self.both(parts) if op == "$and" else self.either(parts)
+            return self._not(self._filter(value))
+        return ("and" if op == "$and" else "or", [self._filter(item) for item in value])
 
-    def field(self, name: str, condition: Any) -> Select:
+    def _field(self, name: str, condition: Any) -> tuple:
         if not isinstance(condition, dict):
-            return self.compare(name, "$eq", condition)
-        return self.both([self.compare(name, op, operand) for op, operand in condition.items()])
+            return self._compare(name, "$eq", condition)
+        parts = [self._compare(name, op, operand) for op, operand in condition.items()]
+        return ("and", parts) if len(parts) != 1 else parts[0]
 
-    def compare(self, name: str, op: str, operand: Any) -> Select:
+    def _compare(self, name: str, op: str, operand: Any) -> tuple:
         if op in ("$ne", "$nin"):
-            return self.complement(self.compare(name, "$eq" if op == "$ne" else "$in", operand))
+            return self._not(self._compare(name, "$eq" if op == "$ne" else "$in", operand))
         if op == "$in":
-            return self.lookup(name, [self.equals(value) for value in operand])
-        if op == "$eq":
-            return self.lookup(name, [self.equals(operand)])
-        kind, column = self.typed(operand)
-        return self.lookup(name, [and_(self.f.c.kind == kind, getattr(column, _RANGES[op])(operand))])
+            conditions = self._one_of(operand)
+        elif op == "$eq":
+            conditions = [self._equals(operand)]
+        else:
+            kind, column = self._typed(operand)
+            conditions = [and_(self.f.c.kind == kind, getattr(column, _RANGES[op])(operand))]
+        if not conditions:
+            return ("or", [])  # matches nothing
+        self.leaves.append(and_(self.f.c.field == name, or_(*conditions) if len(conditions) > 1 else conditions[0]))
+        return ("leaf", len(self.leaves) - 1)
 
-    def equals(self, value: Any):
-        kind, column = self.typed(value)
+    def _not(self, node: tuple) -> tuple:
+        self.needs_all = True
+        return ("not", node)
+
+    def _one_of(self, values: list) -> list:
+        """One ``kind = ? AND column IN (...)`` per value type: a long list stays one shallow clause."""
+        groups: dict[str, tuple[Any, list]] = {}
+        for value in values:
+            kind, column = self._typed(value)
+            groups.setdefault(kind, (column, []))[1].append(value if kind == STRING else float(value))
+        return [and_(self.f.c.kind == kind, column.in_(group)) for kind, (column, group) in groups.items()]
+
+    def _equals(self, value: Any):
+        kind, column = self._typed(value)
         return and_(self.f.c.kind == kind, column == (float(value) if kind != STRING else value))
 
-    def typed(self, value: Any):
+    def _typed(self, value: Any):
         if isinstance(value, bool):
             return BOOLEAN, self.f.c.num
         if isinstance(value, (int, float)):
             return NUMBER, self.f.c.num
         return STRING, self.f.c.str
 
-    def lookup(self, name: str, conditions: list) -> Select:
-        """Keys having field ``name`` with a value meeting any of ``conditions``."""
-        if not conditions:
-            return select(self.f.c.key).where(false())
-        return select(self.f.c.key).where(self.f.c.field == name, or_(*conditions) if len(conditions) > 1 else conditions[0])
 
-    def both(self, parts: list[Select]) -> Select:
-        if len(parts) == 1:
-            return parts[0]
-        first, rest = parts[0].subquery(), parts[1:]
-        return select(first.c.key).where(*[first.c.key.in_(part) for part in rest])
-
-    def either(self, parts: list[Select]) -> Select:
-        if len(parts) == 1:
-            return parts[0]
-        if len(parts) <= _UNION_LIMIT:
-            combined = union(*parts).subquery()
-            return select(combined.c.key)
-        return self.everything().where(or_(*[self.documents.c.key.in_(part) for part in parts]))
-
-    def complement(self, part: Select) -> Select:
-        return self.everything().where(self.documents.c.key.not_in(part))
-
+def _evaluate(node: tuple, sets: dict[int, np.ndarray]) -> np.ndarray:
+    kind, arg = node
+    if kind == "leaf":
+        return sets[arg]
+    if kind == "not":
+        return np.setdiff1d(sets[-1], _evaluate(arg, sets), assume_unique=True)
+    parts = [_evaluate(child, sets) for child in arg]
+    if kind == "or":
+        return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+    result = parts[0] if parts else sets[-1]
+    for part in parts[1:]:
+        result = np.intersect1d(result, part, assume_unique=True)
+    return result

@@ -133,3 +133,27 @@ def test_console_script_errors_without_traceback(tmp_path):
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert result.stderr.strip() == f"semsearch: error: no collection at {tmp_path / 'nowhere'}: directory does not exist"
+
+
+def test_index_reports_hostile_files_and_goes_on(capsys, tmp_path, tiny_model_dir):
+    import os
+
+    root = tmp_path / "hostile"
+    root.mkdir()
+    (root / "a.jsonl").write_text(
+        '{"id": "ok", "text": "fine text"}\n{"id": "lone", "text": "bad \\ud800 text"}\n'
+        '{"id": "new\\nline", "text": "x"}\n', encoding="utf-8")
+    with open(os.path.join(os.fsencode(root), b"b\xffname.txt"), "wb") as handle:
+        handle.write(b"a file whose name is not UTF-8")
+    (root / "z.txt").write_text("the file after them all", encoding="utf-8")
+    code, _, err = index(capsys, root, tmp_path / "col", tiny_model_dir)
+    assert code == 2 and "a.jsonl:2" in err and "UTF-8" in err and "a.jsonl:3" in err and "control character" in err
+    assert "b\\xffname.txt: the file name is not valid UTF-8" in err
+    assert "2 new" in err  # ok and z.txt
+
+
+def test_ui_refuses_a_public_address_without_a_password(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("streamlit")
+    monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
+    code, _, err = run(capsys, "ui", "-c", tmp_path, "--host", "0.0.0.0")
+    assert code == 2 and "without a password" in err and "SEMSEARCH_UI_PASSWORD" in err

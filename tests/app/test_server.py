@@ -121,8 +121,11 @@ def test_health_needs_no_key_and_everything_else_does(api):
     status, stats = api.call("GET", "/stats")
     assert status == 200 and stats["documents"] >= 4 and stats["index"] and stats["model"]
     assert set(stats) >= {"documents", "chunks", "model", "index", "size_bytes", "updated_at", "search_modes"}
-    status, schema = api.call("GET", "/openapi.json", key=None)
+    for docs in ("/openapi.json", "/docs", "/redoc"):
+        assert api.call("GET", docs, key=None)[0] == 401, docs
+    status, schema = api.call("GET", "/openapi.json")
     assert status == 200 and {"/search", "/embed", "/documents", "/health", "/stats"} <= set(schema["paths"])
+    assert str(REPO) not in json.dumps(schema) and "/tmp" not in json.dumps(schema)  # no absolute paths
 
 
 def test_search_returns_hits_like_the_cli(api):
@@ -152,6 +155,9 @@ def test_search_returns_hits_like_the_cli(api):
         ({"query": "tea", "where": ["lang"]}, 422, "where"),
         ({"query": "tea", "where": {"year": {"$between": [1, 2]}}}, 400, "where"),
         ({"query": "tea", "limit": 3}, 422, "limit"),
+        ({"query": "tea", "": 3}, 422, "body['']"),
+        ({"query": "tea", "where": {"$not": {"$not": {"lang": {"$in": list(range(1001))}}}}}, 400,
+         "where: $not.$not.lang.$in"),
         ({"k": 3}, 422, "query"),
     ],
 )
@@ -182,6 +188,31 @@ def test_body_over_the_limit_gets_413_before_it_is_sent(api):
         assert response.status == 413 and "larger than the limit" in json.loads(response.read())["detail"]
     finally:
         conn.close()
+
+
+def test_body_over_the_limit_sent_in_full_gets_a_readable_413(api):
+    """A client that sends all 11 MB at once reads a 413, not a reset connection."""
+    url = urllib.parse.urlsplit(api.base)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    try:
+        conn.request("POST", "/documents", body=b" " * (11 * 1024 * 1024),
+                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+        response = conn.getresponse()
+        assert response.status == 413 and json.loads(response.read())["detail"].startswith("body:")
+    finally:
+        conn.close()
+
+
+def test_ids_with_a_newline_and_lone_surrogates_are_refused_by_name(api):
+    status, body = api.call("POST", "/documents", {"documents": [{"id": "a\nb", "text": "x"}]})
+    assert status == 422 and "documents[0].id" in body["detail"] and "control character" in body["detail"]
+    raw = b'{"documents": [{"id": "ok", "text": "x", "metadata": {"k": "\\ud800"}}]}'
+    status, body = api.call("POST", "/documents", raw=raw)
+    assert status == 422 and "documents[0].metadata" in body["detail"] and "UTF-8" in body["detail"]
+    status, body = api.call("POST", "/embed", raw=b'{"texts": ["ok", "\\ud800"]}')
+    assert status == 422 and "texts[1]" in body["detail"]
+    status, body = api.call("POST", "/search", raw=b'{"query": "tea", "where": {"lang": "\\udfff"}}')
+    assert status == 400 and body["detail"].startswith("where: lang")
 
 
 def test_chunked_body_over_the_limit_gets_413(api):

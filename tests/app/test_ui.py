@@ -284,3 +284,18 @@ def test_find_collections(tmp_path):
     assert sup.find_collections(tmp_path / "missing") == []
     assert sup.safe_file_name("../../etc/passwd") == "passwd"
     assert sup.safe_file_name("C:\\x\\my notes.txt") == "my notes.txt"
+
+
+def test_a_password_guards_every_session(monkeypatch, collection):
+    monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")
+    at = app(monkeypatch, collection, q="tea")
+    assert not cards(at) and at.text_input(key="password") is not None
+    at.text_input(key="password").input("wrong")
+    at.button[0].click()
+    at.run()
+    assert not cards(at) and any("Wrong password" in e.value for e in at.error)
+    at.text_input(key="password").input("s3cret")
+    at.button[0].click()
+    at.run()
+    no_failure(at)
+    assert cards(at) and "s3cret" not in html_of(at)

@@ -1,0 +1,164 @@
+"""Argument checks for the public Python API (``Collection``'s methods).
+
+Each public method calls one of these first, so a wrong type or value is a
+``BadInputError`` (``FilterError`` for ``where``) that names the argument,
+never a ``TypeError`` or ``OverflowError`` from deep inside. Checks that must
+look at every item of an iterable return the items as a list, so a generator
+is read once.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Iterable, Sequence
+
+from retriever.documents import Document
+from retriever.embedder import Embedder
+from retriever.errors import BadInputError
+from retriever.filters import validate_where
+from retriever.fusion import FUSIONS
+from retriever.unicode_policy import check_utf8, printable
+
+MAX_K = 10_000  # documents one search may return
+
+
+def check_search_args(
+    query: Any,
+    k: Any,
+    where: Any,
+    mode: Any,
+    modes: Sequence[str],
+    fusion: Any,
+    alpha: Any,
+    has_vector: bool = False,
+    exact: Any = False,
+) -> None:
+    """Arguments of ``Collection.search``; ``modes`` are the collection's search modes.
+
+    ``query`` may be ``None`` when a query vector is given (``has_vector``).
+    """
+    if query is not None or not has_vector:
+        if not isinstance(query, str):
+            raise BadInputError(f"query must be a string, got {type(query).__name__}")
+        check_utf8(query, "query")
+        if not query.strip():
+            raise BadInputError("query is empty")
+    if not isinstance(exact, bool):
+        raise BadInputError(f"exact must be True or False, got {printable(repr(exact), 40)}")
+    if not _is_int(k) or not 1 <= k <= MAX_K:
+        raise BadInputError(f"k must be an integer from 1 to {MAX_K:,}, got {printable(repr(k), 40)}")
+    if where is not None:
+        validate_where(where)
+    if not isinstance(mode, str) or mode not in modes:
+        raise BadInputError(f"unknown search mode {printable(repr(mode), 40)}; use one of {', '.join(modes)}")
+    if not isinstance(fusion, str) or fusion not in FUSIONS:
+        raise BadInputError(f"unknown fusion {printable(repr(fusion), 40)}; use one of {', '.join(FUSIONS)}")
+    if not _is_number(alpha) or not 0.0 <= alpha <= 1.0:
+        raise BadInputError(f"alpha must be a number from 0 to 1, got {printable(repr(alpha), 40)}")
+
+
+def check_documents(documents: Any) -> list[Document | dict[str, Any]]:
+    """``documents`` of ``add`` / ``upsert``: one document, or an iterable of them (read once)."""
+    if isinstance(documents, (Document, dict)):
+        return [documents]
+    if isinstance(documents, (str, bytes, bytearray)) or not isinstance(documents, Iterable):
+        raise BadInputError(
+            f"documents must be a Document, a dict or an iterable of them, got {type(documents).__name__}"
+        )
+    items = list(documents)
+    for i, item in enumerate(items):
+        if not isinstance(item, (Document, dict)):
+            raise BadInputError(f"documents[{i}] must be a Document or a dict, got {type(item).__name__}")
+    return items
+
+
+def check_ids(ids: Any) -> list[str]:
+    """``ids`` of ``delete``: an iterable of id strings (read once); a bare string is refused."""
+    if isinstance(ids, (str, bytes, bytearray)):
+        raise BadInputError(
+            f"ids must be a list of ids, not one {type(ids).__name__}: write delete([{printable(repr(ids), 60)}])"
+        )
+    if not isinstance(ids, Iterable) or isinstance(ids, dict):
+        raise BadInputError(f"ids must be an iterable of strings, got {type(ids).__name__}")
+    items = list(ids)
+    for i, doc_id in enumerate(items):
+        check_id_arg(doc_id, f"ids[{i}]")
+    return items
+
+
+def check_id_arg(doc_id: Any, name: str = "doc_id") -> None:
+    """One id given to look up (``get``, ``in``, ``delete``): a UTF-8 string."""
+    if not isinstance(doc_id, str):
+        raise BadInputError(f"{name} must be a string, got {type(doc_id).__name__}")
+    check_utf8(doc_id, name)
+
+
+def check_texts(texts: Any) -> list[str]:
+    """``texts`` of ``embed``: one string or an iterable of strings (read once), all UTF-8."""
+    if isinstance(texts, str):
+        texts = [texts]
+    elif isinstance(texts, (bytes, bytearray, dict)) or not isinstance(texts, Iterable):
+        raise BadInputError(f"texts must be a string or an iterable of strings, got {type(texts).__name__}")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise BadInputError(f"texts[{i}] must be a string, got {type(text).__name__}")
+        check_utf8(text, f"texts[{i}]")
+    return items
+
+
+def check_path(path: Any, name: str = "path") -> None:
+    """A collection directory: a string or ``os.PathLike``, not empty."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise BadInputError(f"{name} must be a string or a path, got {type(path).__name__}")
+    if not os.fspath(path):
+        raise BadInputError(f"{name} is empty")
+    if isinstance(os.fspath(path), bytes):
+        raise BadInputError(f"{name} must be text, not bytes")
+    if "\x00" in os.fspath(path):
+        raise BadInputError(f"{name} holds a NUL character")
+
+
+def check_open_args(path: Any, model: Any, lock_timeout: Any) -> None:
+    """Arguments of ``Collection.open``."""
+    check_path(path)
+    check_model(model)
+    check_lock_timeout(lock_timeout)
+
+
+def check_create_args(
+    path: Any, model: Any, window_tokens: Any, overlap_tokens: Any, title_prefix: Any, lock_timeout: Any
+) -> None:
+    """Arguments of ``Collection.create``."""
+    check_open_args(path, model, lock_timeout)
+    for name, value in (("window_tokens", window_tokens), ("overlap_tokens", overlap_tokens)):
+        if value is not None and (not _is_int(value) or value < (1 if name == "window_tokens" else 0)):
+            raise BadInputError(f"{name} must be a positive integer or None, got {printable(repr(value), 40)}")
+    if not isinstance(title_prefix, bool):
+        raise BadInputError(f"title_prefix must be True or False, got {printable(repr(title_prefix), 40)}")
+
+
+def check_model(model: Any) -> None:
+    """A model: ``None``, a directory or hub id (string or path), or an ``Embedder``."""
+    if model is None or isinstance(model, Embedder):
+        return
+    if not isinstance(model, (str, os.PathLike)):
+        raise BadInputError(f"model must be a path, a hub id or an Embedder, got {type(model).__name__}")
+    check_path(model, "model")
+
+
+def check_lock_timeout(lock_timeout: Any) -> None:
+    """Seconds to wait for the write lock: a finite number, -1 (forever) or more."""
+    if not _is_number(lock_timeout) or lock_timeout < -1:
+        raise BadInputError(f"lock_timeout must be a number of seconds, got {printable(repr(lock_timeout), 40)}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return _is_int(value)

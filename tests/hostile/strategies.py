@@ -1,0 +1,69 @@
+"""Hypothesis strategies for hostile input: odd text, odd numbers, odd shapes, deep nesting."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+# Text of every kind, lone surrogates (category Cs) and control characters included.
+any_char = st.characters(codec=None, categories=None, exclude_categories=[])
+hostile_text = st.one_of(
+    st.text(any_char, max_size=20),
+    st.sampled_from(["", " ", "\n", "\x00", "\ud800", "a\ud800b", 'a"b', "a\\b", "a.b", ".a", "a..b", "$eq",
+                     "$where", "lang", "year", "tags", "a.b", "größe", "x" * 300, "é" * 5000, "'; DROP TABLE x;--"]),
+)
+hostile_int = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.sampled_from([0, -1, 2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 10**30, 2**53 + 1]),
+)
+hostile_float = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([1e308, -0.0, 5e-324]))
+scalars = st.one_of(st.none(), st.booleans(), hostile_int, hostile_float, hostile_text)
+json_like = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(hostile_text, inner, max_size=4)),
+    max_leaves=12,
+)
+
+
+def nested(depth_max: int = 30) -> st.SearchStrategy:
+    """A JSON value nested ``depth`` levels deep through one key or list (``$not``, ``$and``, a field...)."""
+
+    def build(args):
+        depth, key, leaf = args
+        value = leaf
+        for _ in range(depth):
+            value = {key: value} if key != "$and" and key != "$or" else {key: [value]}
+        return value
+
+    return st.tuples(
+        st.integers(0, depth_max),
+        st.sampled_from(["$not", "$and", "$or", "lang", "$in"]),
+        st.one_of(st.just({"lang": "en"}), json_like),
+    ).map(build)
+
+
+# Filters from the grammar, with hostile parts: mostly well-formed, often over a limit.
+fields = st.one_of(st.sampled_from(["lang", "year", "tags", "a.b", "reviewed", "score", "größe", "missing"]),
+                   hostile_text)
+values = st.one_of(st.sampled_from(["en", "de", 2019, 2020, 2021, 0.5, True, False]), scalars)
+in_lists = st.one_of(st.lists(values, max_size=6),
+                     st.integers(900, 1200).map(lambda n: list(range(n))),
+                     st.integers(900, 1200).map(lambda n: [f"v{i}" for i in range(n)]))
+operators = st.one_of(
+    st.tuples(st.sampled_from(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]), values),
+    st.tuples(st.sampled_from(["$in", "$nin"]), in_lists),
+    st.tuples(hostile_text, json_like),
+)
+conditions = st.one_of(values, st.dictionaries(operators.map(lambda t: t[0]), values, max_size=3),
+                       st.lists(operators, min_size=1, max_size=3).map(dict))
+leaf_filters = st.dictionaries(fields, conditions, min_size=1, max_size=3)
+grammar_filters = st.recursive(
+    leaf_filters,
+    lambda inner: st.one_of(
+        st.builds(lambda f: {"$not": f}, inner),
+        st.lists(inner, min_size=1, max_size=4).map(lambda fs: {"$and": fs}),
+        st.lists(inner, min_size=1, max_size=4).map(lambda fs: {"$or": fs}),
+        st.lists(inner, min_size=2, max_size=3).map(lambda fs: {k: v for f in fs for k, v in f.items()}),
+    ),
+    max_leaves=40,
+)
+filters = st.one_of(grammar_filters, nested(), json_like, st.just({}))
