@@ -1,8 +1,11 @@
 """Text to vectors: the one embedding path for documents and queries.
 
-Every vector in semsearch comes from ``Embedder.embed``: mean pooling over real
-tokens (attention mask applied), then L2 normalisation, so cosine similarity
-equals inner product.
+Every vector in semsearch comes from ``Embedder.embed`` (or, for text already
+tokenised, ``Embedder.embed_token_ids``): mean pooling over real tokens
+(attention mask applied), then L2 normalisation, so cosine similarity equals
+inner product. Which runtime computes it is a run-time choice
+(``retriever.backends``); the vectors stay within cosine 0.9999 of torch fp32
+unless a lossy backend is asked for.
 """
 
 from __future__ import annotations
@@ -17,11 +20,15 @@ from typing import Sequence
 import numpy as np
 
 from retriever.errors import BadInputError
+from retriever.threads import apply as apply_threads
+from retriever.threads import thread_count
+from retriever.tokens import TextTokenizer, padded_batches
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+BACKEND_ENV = "SEMSEARCH_BACKEND"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 
@@ -58,16 +65,31 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
 class Embedder:
     """Embeds text with a sentence-transformers model, mean-pooled and L2-normalised.
 
+    The encoder runs on one of several backends (see ``retriever.backends``):
+    torch, ONNX Runtime or OpenVINO, in fp32, bf16 where the CPU has it, or
+    int8 when asked. ``backend="auto"`` (the default) measures the lossless
+    ones once per machine and model and keeps the fastest whose vectors stay
+    within cosine 0.9999 of torch fp32. When the model's export and that
+    decision are cached, loading imports neither torch nor transformers.
+
     Args:
         model: A model directory, a hub id, or ``None`` for the packaged
             all-MiniLM-L6-v2.
         device: ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
+            A device other than the CPU runs torch.
         batch_size: Texts per forward pass (default 32).
+        backend: ``"auto"``, or a name from ``retriever.backends.SUPPORTED``
+            such as ``"onnx-fp32"`` or ``"openvino-bf16"`` (default:
+            ``$SEMSEARCH_BACKEND``, else ``"auto"``).
+        cache_dir: Where exports and decisions are kept (default
+            ``$SEMSEARCH_CACHE``, else ``~/.cache/semsearch``).
+        threads: Threads for the encoder (default: the cores available).
 
     Attributes:
         name: The model's display name (the path for a local directory).
         dim: Embedding dimension.
         max_tokens: The model's window, special tokens included.
+        backend: The backend in use, e.g. ``"openvino-bf16"``.
     """
 
     def __init__(
@@ -76,20 +98,113 @@ class Embedder:
         *,
         device: str | None = None,
         batch_size: int = 32,
+        backend: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        threads: int | None = None,
     ) -> None:
-        self.name, location = resolve_model(model)
+        from retriever import backends, export
+
+        self.name, self._location = resolve_model(model)
         self.batch_size = batch_size
-        self._model = _load_sentence_transformer(location, device)
+        self.threads = threads or thread_count()
+        self._cache_root = export.cache_root(cache_dir)
+        requested = (backend or os.environ.get(BACKEND_ENV) or "auto").strip().lower()
+        if requested != "auto":
+            requested = backends.parse(requested)
+        if device not in (None, "cpu") and requested != "auto" and not requested.startswith("torch"):
+            raise BadInputError(f"backend {requested} runs on the CPU, not on {device!r}")
+        self._device = device
+        self._model = None  # the SentenceTransformer, loaded only when torch is needed
+        self._hf_tokenizer = None
+        self.decision: dict = {"requested": requested}
+        self._export = None if requested.startswith("torch") or device not in (None, "cpu") else (
+            export.find_export(self._location, self._cache_root)
+        )
+        chosen = requested
+        if requested == "auto" and device in (None, "cpu") and self._export is not None:
+            from retriever.backends import choice
+
+            stored = choice.load_choice(self._cache_root, choice.choice_key(self._export.weights_sha256))
+            chosen = stored["backend"] if stored else "auto"
+            if stored:
+                self.decision |= stored
+        if chosen == "auto" or chosen.startswith("torch") or self._export is None:
+            self._load_torch()
+            chosen = self._prepare(requested, chosen)
+        if self._export is not None:
+            self.dim, self.max_tokens = self._export.dim, self._export.max_tokens
+            self._tokens = TextTokenizer(self._export.tokenizer_path, self.max_tokens, self._export.do_lower_case)
+        self._backend = self._open(chosen)
+        self.backend = self._backend.name
+        apply_threads(self.threads)
+
+    def _load_torch(self) -> None:
+        self._model = _load_sentence_transformer(self._location, self._device)
         self.dim = int(self._model.get_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length)
-        self.tokenizer = self._model.tokenizer
+        self._tokens = TextTokenizer(
+            self._model.tokenizer.backend_tokenizer,
+            self.max_tokens,
+            bool(getattr(self._model[0], "do_lower_case", False)),
+        )
+
+    def _prepare(self, requested: str, chosen: str) -> str:
+        """With torch loaded: export if a non-torch backend may be used, and decide ``auto``."""
+        from retriever import export
+        from retriever.backends import choice
+
+        if requested.startswith("torch") or self._device not in (None, "cpu"):
+            return "torch-fp32" if requested == "auto" else requested
+        try:
+            self._export = export.export_model(self._model, self.weights_sha256, self._cache_root)
+            export.remember_location(self._location, self.weights_sha256, self._cache_root)
+        except export.ExportError as exc:
+            if requested != "auto":
+                raise BadInputError(f"backend {requested}: {exc}") from None
+            self.decision |= {"backend": "torch-fp32", "reason": str(exc)}
+            return "torch-fp32"
+        if requested != "auto":
+            return requested
+        if chosen != "auto":  # a stored decision for torch
+            return chosen
+        key = choice.choice_key(self.weights_sha256)
+        stored = choice.load_choice(self._cache_root, key)
+        if stored is None:
+            stored = choice.measure(
+                choice.candidates(),
+                self._open,
+                lambda backend, texts: self._encode_ids(self._tokens.encode(texts), 32, False, backend),
+            ) | {"cpu": choice.cpu_info()}
+            choice.save_choice(self._cache_root, key, stored)
+        self.decision |= stored
+        return stored["backend"]
+
+    def _open(self, name: str):
+        from retriever import backends
+
+        if name.startswith("torch") and self._model is None:
+            self._load_torch()
+        return backends.load(name, export=self._export, model=self._model, threads=self.threads)
 
     def __repr__(self) -> str:
-        return f"Embedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens})"
+        return f"Embedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens}, backend={self.backend!r})"
+
+    @property
+    def tokenizer(self):
+        """The model's fast (Rust-backed) transformers tokenizer, for chunking; loaded on first use."""
+        if self._model is not None:
+            return self._model.tokenizer
+        if self._hf_tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._hf_tokenizer = AutoTokenizer.from_pretrained(str(self._location))
+        return self._hf_tokenizer
 
     @cached_property
     def weights_sha256(self) -> str:
         """SHA-256 over the model's parameters and buffers, in name order."""
+        if self._model is None:
+            return self._export.weights_sha256
         digest = hashlib.sha256()
         state = self._model.state_dict()
         for key in sorted(state):
@@ -110,14 +225,13 @@ class Embedder:
             "normalize": True,
         }
 
+    def info(self) -> dict:
+        """The run-time encoder: backend, threads, and how ``auto`` decided (timings, cosines)."""
+        return {"backend": self.backend, "threads": self.threads, **self.decision}
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts including the special tokens the model adds."""
-        if not texts:
-            return []
-        encoded = self.tokenizer(
-            list(texts), add_special_tokens=True, truncation=False, verbose=False
-        )["input_ids"]
-        return [len(ids) for ids in encoded]
+        return self._tokens.count(list(texts))
 
     def embed(
         self,
@@ -153,14 +267,52 @@ class Embedder:
         self._report_overflow(texts, on_overflow)
         if show_progress is None:
             show_progress = len(texts) >= 1000
-        vectors = self._model.encode(
-            texts,
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=show_progress,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-        )
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        return self._encode_ids(self._tokens.encode(texts), batch_size or self.batch_size, show_progress)
+
+    def embed_token_ids(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        *,
+        batch_size: int | None = None,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """Embed texts already tokenised (e.g. by ``Chunker.split``), skipping the tokenizer.
+
+        Args:
+            token_ids: Per text, its token ids without special tokens; at most
+                ``max_tokens`` once the special tokens are added.
+            batch_size: Overrides the embedder's batch size.
+            show_progress: Progress bar on stderr; ``None`` shows it for 1,000+ texts.
+
+        Returns:
+            float32 array of shape ``(len(token_ids), dim)``, rows of L2 norm 1.
+        """
+        framed = [self._tokens.with_special_tokens(ids) for ids in token_ids]
+        longest = max((len(ids) for ids in framed), default=0)
+        if longest > self.max_tokens:
+            raise BadInputError(f"a text of {longest} tokens exceeds the model's window of {self.max_tokens}")
+        if not framed:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if show_progress is None:
+            show_progress = len(framed) >= 1000
+        return self._encode_ids(framed, batch_size or self.batch_size, show_progress)
+
+    def _encode_ids(self, ids: list[list[int]], batch_size: int, show_progress: bool, backend=None) -> np.ndarray:
+        """Run the backend over length-bucketed batches; rows come back in input order."""
+        backend = backend or self._backend
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        progress = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(ids), desc="Embedding", unit="text")
+        for positions, input_ids, mask in padded_batches(ids, batch_size):
+            out[positions] = backend.run(input_ids, mask)
+            if progress is not None:
+                progress.update(len(positions))
+        if progress is not None:
+            progress.close()
+        return out
 
     def _report_overflow(self, texts: list[str], on_overflow: str) -> None:
         counts = self.count_tokens(texts)
