@@ -313,6 +313,8 @@ def cmd_info(args) -> int:
 
     with Collection.open(args.collection) as collection:
         info = collection.info()
+        encoder = collection.embedder.info()  # a run-time choice of this machine, not of the collection
+    info["backend"] = encoder["backend"]
     if args.json:
         print(json.dumps(info))
         return EXIT_OK
@@ -322,6 +324,8 @@ def cmd_info(args) -> int:
         ("documents", info["documents"]),
         ("chunks", info["chunks"]),
         ("model", f"{info['model']} (dim {info['dim']}, sha256 {info['model_sha256'][:12]})"),
+        ("backend", f"{encoder['backend']} ({encoder['threads']} threads"
+                    f"{', measured on this machine' if encoder.get('measured') else ''})"),
         ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
         ("index", info["index"]),
         ("catalog", info["catalog"]),

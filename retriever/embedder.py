@@ -30,6 +30,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BACKEND_ENV = "SEMSEARCH_BACKEND"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Inputs of at most this many texts are encoded by the query backend.
+QUERY_BATCH = 8
 _PACKAGED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 
 
@@ -89,7 +91,11 @@ class Embedder:
         name: The model's display name (the path for a local directory).
         dim: Embedding dimension.
         max_tokens: The model's window, special tokens included.
-        backend: The backend in use, e.g. ``"openvino-bf16"``.
+        backend: The backend for passages, e.g. ``"openvino-bf16"``.
+        query_backend: The backend for a few texts at a time (queries); the
+            same as ``backend`` unless ``auto`` found torch fastest for
+            passages, in which case queries run on the fastest runtime
+            without torch, so the query path never loads it.
     """
 
     def __init__(
@@ -120,22 +126,23 @@ class Embedder:
         self._export = None if requested.startswith("torch") or device not in (None, "cpu") else (
             export.find_export(self._location, self._cache_root)
         )
-        chosen = requested
+        chosen = (requested, requested)  # (passage backend, query backend)
         if requested == "auto" and device in (None, "cpu") and self._export is not None:
             from retriever.backends import choice
 
             stored = choice.load_choice(self._cache_root, choice.choice_key(self._export.weights_sha256))
-            chosen = stored["backend"] if stored else "auto"
             if stored:
                 self.decision |= stored
-        if chosen == "auto" or chosen.startswith("torch") or self._export is None:
+                chosen = (stored["backend"], stored.get("query_backend", stored["backend"]))
+        if "auto" in chosen or chosen[1].startswith("torch") or self._export is None:
             self._load_torch()
             chosen = self._prepare(requested, chosen)
         if self._export is not None:
             self.dim, self.max_tokens = self._export.dim, self._export.max_tokens
             self._tokens = TextTokenizer(self._export.tokenizer_path, self.max_tokens, self._export.do_lower_case)
-        self._backend = self._open(chosen)
-        self.backend = self._backend.name
+        self.backend, self.query_backend = chosen
+        self._backend = self._open(self.query_backend)
+        self._passage_backend = self._backend if self.backend == self.query_backend else None
         apply_threads(self.threads)
 
     def _load_torch(self) -> None:
@@ -148,13 +155,18 @@ class Embedder:
             bool(getattr(self._model[0], "do_lower_case", False)),
         )
 
-    def _prepare(self, requested: str, chosen: str) -> str:
-        """With torch loaded: export if a non-torch backend may be used, and decide ``auto``."""
+    def _prepare(self, requested: str, chosen: tuple[str, str]) -> tuple[str, str]:
+        """With torch loaded: export if a non-torch backend may be used, and decide ``auto``.
+
+        Returns:
+            ``(passage backend, query backend)``.
+        """
         from retriever import export
         from retriever.backends import choice
 
         if requested.startswith("torch") or self._device not in (None, "cpu"):
-            return "torch-fp32" if requested == "auto" else requested
+            name = "torch-fp32" if requested == "auto" else requested
+            return name, name
         try:
             self._export = export.export_model(self._model, self.weights_sha256, self._cache_root)
             export.remember_location(self._location, self.weights_sha256, self._cache_root)
@@ -162,10 +174,8 @@ class Embedder:
             if requested != "auto":
                 raise BadInputError(f"backend {requested}: {exc}") from None
             self.decision |= {"backend": "torch-fp32", "reason": str(exc)}
-            return "torch-fp32"
-        if requested != "auto":
-            return requested
-        if chosen != "auto":  # a stored decision for torch
+            return "torch-fp32", "torch-fp32"
+        if "auto" not in chosen:  # asked for, or decided earlier
             return chosen
         key = choice.choice_key(self.weights_sha256)
         stored = choice.load_choice(self._cache_root, key)
@@ -177,7 +187,7 @@ class Embedder:
             ) | {"cpu": choice.cpu_info()}
             choice.save_choice(self._cache_root, key, stored)
         self.decision |= stored
-        return stored["backend"]
+        return stored["backend"], stored["query_backend"]
 
     def _open(self, name: str):
         from retriever import backends
@@ -188,6 +198,13 @@ class Embedder:
 
     def __repr__(self) -> str:
         return f"Embedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens}, backend={self.backend!r})"
+
+    @property
+    def passage_backend(self):
+        """The backend for batches of passages, opened on first use when it is not the query one."""
+        if self._passage_backend is None:
+            self._passage_backend = self._open(self.backend)
+        return self._passage_backend
 
     @property
     def tokenizer(self):
@@ -227,7 +244,7 @@ class Embedder:
 
     def info(self) -> dict:
         """The run-time encoder: backend, threads, and how ``auto`` decided (timings, cosines)."""
-        return {"backend": self.backend, "threads": self.threads, **self.decision}
+        return {**self.decision, "backend": self.backend, "query_backend": self.query_backend, "threads": self.threads}
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts including the special tokens the model adds."""
@@ -298,8 +315,13 @@ class Embedder:
         return self._encode_ids(framed, batch_size or self.batch_size, show_progress)
 
     def _encode_ids(self, ids: list[list[int]], batch_size: int, show_progress: bool, backend=None) -> np.ndarray:
-        """Run the backend over length-bucketed batches; rows come back in input order."""
-        backend = backend or self._backend
+        """Run the backend over length-bucketed batches; rows come back in input order.
+
+        A few texts (a query, a request) go to the query backend, which
+        never needs torch; larger inputs go to the passage backend.
+        """
+        if backend is None:
+            backend = self._backend if len(ids) <= QUERY_BATCH else self.passage_backend
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         progress = None
         if show_progress:
