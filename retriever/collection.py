@@ -485,7 +485,7 @@ class Collection:
                 return report
             splits = [self.chunker.split(doc) for doc, _ in changed]
             texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
-            vectors = self.embedder.embed(texts, on_overflow="error")
+            vectors = self.embedder.embed_token_ids([c.token_ids for chunk_list in splits for c in chunk_list])
             state = self.catalog.state()
             next_id = state.next_chunk_id
             writes = []
