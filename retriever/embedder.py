@@ -206,6 +206,19 @@ class Embedder:
             self._passage_backend = self._open(self.backend)
         return self._passage_backend
 
+    def batch_queries(self, max_batch: int = 64, max_wait_s: float = 0.002) -> None:
+        """Encode concurrent small calls (queries from many threads) together in one pass.
+
+        For servers: calls of ``embed`` with at most ``QUERY_BATCH`` texts,
+        from any thread, are merged by a ``retriever.batching.BatchedBackend``
+        (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
+        Each caller still gets exactly its own vectors.
+        """
+        from retriever.batching import BatchedBackend
+
+        if not isinstance(self._backend, BatchedBackend):
+            self._backend = BatchedBackend(self._backend, max_batch, max_wait_s)
+
     @property
     def tokenizer(self):
         """The model's fast (Rust-backed) transformers tokenizer, for chunking; loaded on first use."""
