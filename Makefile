@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all bench bench-quality train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all bench bench-quality bench-speed train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
+	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
 	@echo "make clean     remove .venv, the demo collection and caches"
@@ -50,10 +51,15 @@ test: install
 test-all: install
 	$(BIN)/python -m pytest -q
 
-bench: bench-quality
+bench: bench-quality bench-speed
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
+
+# Speed figures are ratios to sentence-transformers + FAISS measured in the same
+# run; run them on a quiet machine (QUICK=1 for a smoke run).
+bench-speed: install
+	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import uuid
@@ -79,7 +80,13 @@ class Export:
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             def write(tmp: Path) -> None:
-                quantize_dynamic(str(self.onnx_path), str(tmp), weight_type=QuantType.QInt8)
+                root = logging.getLogger()
+                level = root.level
+                root.setLevel(logging.ERROR)  # quantize_dynamic logs advice to the root logger
+                try:
+                    quantize_dynamic(str(self.onnx_path), str(tmp), weight_type=QuantType.QInt8)
+                finally:
+                    root.setLevel(level)
 
             atomic_write(target, write)
         return target
