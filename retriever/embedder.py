@@ -294,10 +294,12 @@ class Embedder:
                 raise BadInputError(f"text {i} is {type(text).__name__}, not str")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        self._report_overflow(texts, on_overflow)
+        content = self._tokens.content(texts)
+        self._report_overflow([len(ids) + self._tokens.special for ids in content], on_overflow)
         if show_progress is None:
             show_progress = len(texts) >= 1000
-        return self._encode_ids(self._tokens.encode(texts), batch_size or self.batch_size, show_progress)
+        ids = [self._tokens.with_special_tokens(c, cut=True) for c in content]
+        return self._encode_ids(ids, batch_size or self.batch_size, show_progress)
 
     def embed_token_ids(
         self,
@@ -349,14 +351,14 @@ class Embedder:
             progress.close()
         return out
 
-    def _report_overflow(self, texts: list[str], on_overflow: str) -> None:
-        counts = self.count_tokens(texts)
+    def _report_overflow(self, counts: list[int], on_overflow: str) -> None:
+        """Warn or raise (``on_overflow``) when token ``counts`` exceed the window."""
         over = [(i, n) for i, n in enumerate(counts) if n > self.max_tokens]
         if not over:
             return
         longest_index, longest = max(over, key=lambda item: item[1])
         message = (
-            f"{len(over)} of {len(texts)} text(s) exceed the model's window of "
+            f"{len(over)} of {len(counts)} text(s) exceed the model's window of "
             f"{self.max_tokens} tokens (longest: text {longest_index}, {longest} tokens); "
             "only the first window is embedded. Index long documents through a "
             "Collection, which splits them into overlapping chunks."

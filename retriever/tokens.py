@@ -17,6 +17,10 @@ import numpy as np
 class TextTokenizer:
     """The model's tokenizer, configured for embedding.
 
+    Each text is tokenised once: its content ids give both its length and,
+    cut to the window and framed by the special tokens, its model input
+    (what a transformers tokenizer does with ``truncation=True``).
+
     Args:
         tokenizer: A ``tokenizers.Tokenizer``, or the path of a ``tokenizer.json``.
         max_tokens: The model's window, special tokens included.
@@ -28,34 +32,40 @@ class TextTokenizer:
 
         if isinstance(tokenizer, (str, Path)):
             tokenizer = Tokenizer.from_file(str(tokenizer))
-        self._counting = Tokenizer.from_str(tokenizer.to_str())
-        self._counting.no_truncation()
-        self._counting.no_padding()
-        self._cutting = Tokenizer.from_str(tokenizer.to_str())
-        self._cutting.no_padding()
-        self._cutting.enable_truncation(max_length=max_tokens)
+        else:
+            tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: settings below stay ours
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
         self.max_tokens = max_tokens
         self.do_lower_case = do_lower_case
-        self.prefix, self.suffix = _special_tokens(self._counting)
+        self.prefix, self.suffix = _special_tokens(tokenizer)
+        self.special = len(self.prefix) + len(self.suffix)
 
-    def _prepare(self, texts: Sequence[str]) -> list[str]:
+    def content(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids per text, special tokens excluded, nothing cut."""
+        if not texts:
+            return []
         texts = [text.strip() for text in texts]
-        return [text.lower() for text in texts] if self.do_lower_case else texts
+        if self.do_lower_case:
+            texts = [text.lower() for text in texts]
+        return [e.ids for e in self._tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens per text, special tokens included, nothing cut."""
-        if not texts:
-            return []
-        return [len(e.ids) for e in self._counting.encode_batch(self._prepare(texts), add_special_tokens=True)]
+        return [len(ids) + self.special for ids in self.content(texts)]
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids per text with special tokens, cut to ``max_tokens``."""
-        if not texts:
-            return []
-        return [e.ids for e in self._cutting.encode_batch(self._prepare(texts), add_special_tokens=True)]
+        return [self.with_special_tokens(ids, cut=True) for ids in self.content(texts)]
 
-    def with_special_tokens(self, content_ids: Sequence[int]) -> list[int]:
-        """``content_ids`` (tokens of one text, no special tokens) framed as the model expects."""
+    def with_special_tokens(self, content_ids: Sequence[int], cut: bool = False) -> list[int]:
+        """``content_ids`` (tokens of one text, no special tokens) framed as the model expects.
+
+        With ``cut``, content beyond the window is dropped first.
+        """
+        if cut:
+            content_ids = content_ids[: max(0, self.max_tokens - self.special)]
         return [*self.prefix, *content_ids, *self.suffix]
 
 
