@@ -187,7 +187,7 @@ class Embedder:
             ) | {"cpu": choice.cpu_info()}
             choice.save_choice(self._cache_root, key, stored)
         self.decision |= stored
-        return stored["backend"], stored["query_backend"]
+        return stored["backend"], stored.get("query_backend", stored["backend"])
 
     def _open(self, name: str):
         from retriever import backends
