@@ -49,9 +49,24 @@ def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, tmp_
     queries = [f"query {i} about green tea and rivers" + " sea" * (i % 7) for i in range(48)]
     alone = np.concatenate([embedder.embed([q]) for q in queries])
     embedder.batch_queries(max_batch=16, max_wait_s=0.01)
-    batcher = embedder._backend.batcher
+    assert isinstance(embedder._backend, BatchedBackend)
     with ThreadPoolExecutor(12) as pool:
         together = np.concatenate(list(pool.map(lambda q: embedder.embed([q]), queries)))
     np.testing.assert_allclose(together, alone, atol=1e-5)
-    assert isinstance(embedder._backend, BatchedBackend)
-    assert batcher.batches < len(queries)  # some queries shared a forward pass
+
+
+def test_calls_of_different_lengths_merged_into_one_pass_get_their_own_rows(tiny_model_dir, tmp_path):
+    from retriever import Embedder
+    from retriever.tokens import padded_batches
+
+    embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    inner = embedder._backend
+    calls = [["green tea"], ["rivers flow into the sea and mountains rise above the clouds"], ["a", "b c d"]]
+    inputs = []
+    for texts in calls:
+        (_, input_ids, mask), = padded_batches(embedder._tokens.encode(texts), len(texts))
+        inputs.append((input_ids, mask))
+    merged = BatchedBackend(inner)._run_many(inputs)
+    assert [rows.shape[0] for rows in merged] == [1, 1, 2]
+    for rows, (input_ids, mask) in zip(merged, inputs):
+        np.testing.assert_allclose(rows, inner.run(input_ids, mask), atol=1e-5)
