@@ -222,8 +222,12 @@ def search_bench(path: Path, docs: list[dict], queries: list[str], report: dict)
             rows.append((f"search p50/p99: {mode}", f"{ms(p50)} / {ms(percentile(times, 0.99))}",
                          f"{p50 / stock_p50:.2f}x", "", f"target {TARGETS[mode]}" if mode in TARGETS else ""))
         for hybrid in (False, True):
-            times = txtai_search_times(docs, queries, hybrid)
             label = f"search p50: txtai {'hybrid' if hybrid else 'dense'}"
+            try:
+                times = txtai_search_times(docs, queries, hybrid)
+            except Exception as exc:  # noqa: BLE001 - a failing comparison must not end the run
+                rows.append((label, "failed", "", "", f"{type(exc).__name__}: {exc}"[:120]))
+                continue
             if times is None:
                 rows.append((label, "not installed", "", "", ""))
                 break
