@@ -5,7 +5,8 @@ that the whole machine is theirs, and OpenMP threads spin while they wait. On
 a small machine that is busy with something else, spinning threads of one
 library starve the others (a 24 ms search became 0.5 s on a 2-core CPU with a
 second busy process). So: every library gets the cores this process may
-actually run on (``os.sched_getaffinity``), OpenMP waits passively, and the
+actually run on (``os.sched_getaffinity``, capped by a container's CPU quota),
+OpenMP waits passively, and the
 Rust tokenizer stays single-threaded inside a request.
 
 ``set_environment()`` must run before torch, FAISS or ONNX Runtime are
@@ -30,11 +31,24 @@ _COUNT_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 
 def available_cores() -> int:
-    """Cores this process may run on (its CPU affinity), at least 1."""
+    """Cores this process may run on: its CPU affinity, capped by a container's CPU quota; at least 1."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    quota = cgroup_cpu_limit()
+    return max(1, min(cores, quota) if quota else cores)
+
+
+def cgroup_cpu_limit(path: str = "/sys/fs/cgroup/cpu.max") -> int | None:
+    """Whole CPUs a cgroup v2 quota allows (``"max"`` or no file: ``None``), rounded up."""
+    try:
+        quota, period = open(path, encoding="ascii").read().split()[:2]
+    except (OSError, ValueError):
+        return None
+    if quota == "max":
+        return None
+    return max(1, -(-int(quota) // int(period)))
 
 
 def thread_count() -> int:

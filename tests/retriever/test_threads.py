@@ -12,8 +12,19 @@ import pytest
 from retriever import threads
 
 
-def test_available_cores_follows_the_affinity():
-    assert threads.available_cores() == len(os.sched_getaffinity(0))
+def test_available_cores_follows_the_affinity_and_the_quota():
+    quota = threads.cgroup_cpu_limit()
+    affinity = len(os.sched_getaffinity(0))
+    assert threads.available_cores() == (min(affinity, quota) if quota else affinity)
+
+
+@pytest.mark.parametrize("content, cores", [("max 100000\n", None), ("150000 100000\n", 2), ("50000 100000", 1),
+                                            ("400000 100000", 4), ("garbage", None)])
+def test_a_container_cpu_quota_is_read_as_whole_cpus(tmp_path, content, cores):
+    path = tmp_path / "cpu.max"
+    path.write_text(content)
+    assert threads.cgroup_cpu_limit(str(path)) == cores
+    assert threads.cgroup_cpu_limit(str(tmp_path / "absent")) is None
 
 
 def test_thread_count_honours_the_environment(monkeypatch):
