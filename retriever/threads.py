@@ -6,8 +6,8 @@ a small machine that is busy with something else, spinning threads of one
 library starve the others (a 24 ms search became 0.5 s on a 2-core CPU with a
 second busy process). So: every library gets the cores this process may
 actually run on (``os.sched_getaffinity``, capped by a container's CPU quota),
-OpenMP waits passively, and the
-Rust tokenizer stays single-threaded inside a request.
+OpenMP waits passively, and the Rust tokenizer stays single-threaded inside a
+request.
 
 ``set_environment()`` must run before torch, FAISS or ONNX Runtime are
 imported (``retriever/__init__.py`` calls it first); ``apply()`` sets the
