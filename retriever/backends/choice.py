@@ -123,7 +123,7 @@ def measure(
         ``{"backend": passage winner, "query_backend": query winner, "measured":
         {name: {"passages_s", "query_s", "min_cosine"} or {"error"}}}``.
     """
-    words = SAMPLE_TEXT.split()
+    words = SAMPLE_TEXT.split() * 2  # about 190 tokens: near the length of an indexed chunk
     texts = [" ".join(words[i % len(words) :] + words[: i % len(words)]) for i in range(passages)]
     reference = None
     measured: dict[str, dict] = {}
