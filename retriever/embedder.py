@@ -10,6 +10,7 @@ unless a lossy backend is asked for.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import warnings
@@ -170,10 +171,10 @@ class Embedder:
         try:
             self._export = export.export_model(self._model, self.weights_sha256, self._cache_root)
             export.remember_location(self._location, self.weights_sha256, self._cache_root)
-        except export.ExportError as exc:
+        except (export.ExportError, OSError) as exc:  # OSError: the cache cannot be written
             if requested != "auto":
                 raise BadInputError(f"backend {requested}: {exc}") from None
-            self.decision |= {"backend": "torch-fp32", "reason": str(exc)}
+            self.decision |= {"backend": "torch-fp32", "reason": f"no export: {exc}"}
             return "torch-fp32", "torch-fp32"
         if "auto" not in chosen:  # asked for, or decided earlier
             return chosen
@@ -185,7 +186,8 @@ class Embedder:
                 self._open,
                 lambda backend, texts: self._encode_ids(self._tokens.encode(texts), 32, False, backend),
             ) | {"cpu": choice.cpu_info()}
-            choice.save_choice(self._cache_root, key, stored)
+            with contextlib.suppress(OSError):  # unsaved, it is measured again next time
+                choice.save_choice(self._cache_root, key, stored)
         self.decision |= stored
         return stored["backend"], stored.get("query_backend", stored["backend"])
 

@@ -28,14 +28,14 @@ class OnnxBackend:
         self.name = f"onnx-{precision}"
         options = thread_settings.onnxruntime_options(threads)
         optimized = _optimized_path(Path(graph), onnxruntime.__version__)
+        source = Path(graph)
         if optimized.exists():  # optimised on this CPU by this version before: skip the graph rewrites
             options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
             source = optimized
-        else:
+        elif os.access(optimized.parent, os.W_OK):  # else (a read-only cache) optimise in memory each time
             options.optimized_model_filepath = str(optimized.with_name(f".{optimized.name}.{os.getpid()}.tmp"))
-            source = Path(graph)
         self._session = onnxruntime.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        if source != optimized:
+        if options.optimized_model_filepath:
             try:
                 os.replace(options.optimized_model_filepath, optimized)
             except OSError:  # another process got there first, or the file was not written

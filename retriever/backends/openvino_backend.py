@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -29,7 +30,8 @@ class OpenVinoBackend:
         self.name = f"openvino-{precision}"
         core = openvino.Core()
         # Compiled blobs are cached beside the graph: a later process loads in a fraction of the compile time.
-        core.set_property({"CACHE_DIR": str(Path(graph).parent / "openvino-cache")})
+        if os.access(Path(graph).parent, os.W_OK):
+            core.set_property({"CACHE_DIR": str(Path(graph).parent / "openvino-cache")})
         config = thread_settings.openvino_config(threads) | {"INFERENCE_PRECISION_HINT": _PRECISION_HINTS[precision]}
         self._compiled = core.compile_model(str(graph), "CPU", config)
         self._request = self._compiled.create_infer_request()

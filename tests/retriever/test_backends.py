@@ -147,3 +147,14 @@ def test_unknown_backend_is_a_clear_error(tiny_model_dir):
 def test_backend_from_the_environment(tiny_model_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("SEMSEARCH_BACKEND", "onnx")
     assert Embedder(tiny_model_dir, cache_dir=tmp_path).backend == "onnx-fp32"
+
+
+def test_an_unwritable_cache_falls_back_to_torch(tiny_model_dir, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    embedder = Embedder(tiny_model_dir, cache_dir=blocker / "cache")
+    assert embedder.backend == embedder.query_backend == "torch-fp32"
+    assert "no export" in embedder.info()["reason"]
+    assert embedder.embed(["green tea"]).shape == (1, embedder.dim)
+    with pytest.raises(BadInputError, match="backend onnx-fp32"):
+        Embedder(tiny_model_dir, backend="onnx", cache_dir=blocker / "cache")
