@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -20,6 +20,7 @@ help:
 	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
+	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
 	@echo "make clean     remove .venv, the demo collection and caches"
@@ -57,13 +58,18 @@ test-all: install
 fuzz: install
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/hostile
 
-bench: bench-quality bench-scale
+bench: bench-quality bench-speed bench-scale
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
 
 bench-scale: install
 	$(BIN)/python -m benchmarks.scale
+
+# Speed figures are ratios to sentence-transformers + FAISS measured in the same
+# run; run them on a quiet machine (QUICK=1 for a smoke run).
+bench-speed: install
+	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install

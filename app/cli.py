@@ -332,6 +332,8 @@ def cmd_info(args) -> int:
 
     with Collection.open(args.collection) as collection:
         info = collection.info()
+        encoder = collection.embedder.info()  # a run-time choice of this machine, not of the collection
+    info["backend"], info["query_backend"] = encoder["backend"], encoder["query_backend"]
     if args.json:
         print(json.dumps(info))
         return EXIT_OK
@@ -341,6 +343,10 @@ def cmd_info(args) -> int:
         ("documents", info["documents"]),
         ("chunks", info["chunks"]),
         ("model", f"{info['model']} (dim {info['dim']}, sha256 {info['model_sha256'][:12]})"),
+        ("backend", f"{encoder['backend']}"
+                    + (f" for passages, {encoder['query_backend']} for queries"
+                       if encoder["query_backend"] != encoder["backend"] else "")
+                    + f" ({encoder['threads']} threads{', measured on this machine' if encoder.get('measured') else ''})"),
         ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
         ("index", info["index"]),
         ("catalog", info["catalog"]),

@@ -332,6 +332,7 @@ def create_app(
     async def lifespan(_app: FastAPI):
         if warm_up:
             collection.embed(["warm up"])
+        collection.embedder.batch_queries()  # concurrent searches are encoded together
         yield
         collection.close()
 

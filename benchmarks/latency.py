@@ -23,6 +23,7 @@ Prints a table and writes ``runs/bench/latency.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "runs" / "bench"
@@ -118,9 +120,15 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def api_latency(path: Path, queries: list[str], modes: list[str]) -> dict:
+@contextlib.contextmanager
+def served(path: Path, env: dict | None = None) -> Iterator[tuple[int, http.client.HTTPConnection]]:
+    """``semsearch serve -c path`` on a free loopback port, up and answering.
+
+    Yields:
+        ``(port, connection)``: the port and one keep-alive connection to it.
+    """
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
+    env = {k: v for k, v in (env or os.environ).items() if k != "SEMSEARCH_API_KEY"}
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "-c", str(path), "--port", str(port)],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -138,6 +146,14 @@ def api_latency(path: Path, queries: list[str], modes: list[str]) -> dict:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("the API server did not start") from None
                 time.sleep(0.3)
+        yield port, conn
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def api_latency(path: Path, queries: list[str], modes: list[str]) -> dict:
+    with served(path) as (_, conn):
 
         def search(query: str, mode: str) -> float:
             body = json.dumps({"query": query, "k": 10, "mode": mode})
@@ -156,9 +172,6 @@ def api_latency(path: Path, queries: list[str], modes: list[str]) -> dict:
                 search(warm, mode)
             results[mode] = summary([search(query, mode) for query in queries])
         return results
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def main() -> None:

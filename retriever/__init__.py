@@ -9,10 +9,14 @@ Quick start::
         print(f"{hit.score:.3f} {hit.title}: {hit.text[:80]}")
 """
 
-from retriever.collection import Collection, WriteReport
-from retriever.documents import Document, Hit
-from retriever.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning
-from retriever.errors import (
+from retriever import threads as _threads
+
+_threads.set_environment()  # before torch, FAISS or ONNX Runtime load: passive OpenMP, one count
+
+from retriever.collection import Collection, WriteReport  # noqa: E402
+from retriever.documents import Document, Hit  # noqa: E402
+from retriever.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning  # noqa: E402
+from retriever.errors import (  # noqa: E402
     BadInputError,
     CollectionLockedError,
     CollectionNotFoundError,

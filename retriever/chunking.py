@@ -2,12 +2,14 @@
 
 Windows are counted in the model's own tokens and end on word boundaries, so
 re-tokenising a chunk gives no more tokens than the window allows. Each chunk
-keeps the character offsets of its span in the document.
+keeps the character offsets of its span in the document, and its token ids:
+the document is tokenised once, and the encoder takes a window's ids as they
+are (``Embedder.embed_token_ids``) instead of tokenising its text again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from retriever.documents import Document
 from retriever.errors import BadInputError
@@ -25,12 +27,15 @@ class Chunk:
         end: Character offset one past the span.
         embed_text: What is embedded: the span, with the title in front when
             the chunker prefixes titles.
+        token_ids: ``embed_text``'s token ids, special tokens excluded (the
+            title's, then the span's as they occur in the document).
     """
 
     ordinal: int
     start: int
     end: int
     embed_text: str
+    token_ids: tuple[int, ...] = field(default=(), compare=False, repr=False)
 
 
 class Chunker:
@@ -81,12 +86,16 @@ class Chunker:
         )
         offsets = encoding["offset_mapping"]
         word_ids = encoding.word_ids()
+        ids = encoding["input_ids"]
         if not offsets:
             raise BadInputError(f"document {doc.id!r}: text has no tokens")
-        prefix, budget = self._title_prefix(doc.title)
+        prefix, title_ids = self._title_prefix(doc.title)
+        budget = self.window_tokens - len(title_ids)
 
         def fits(first: int, last: int) -> bool:
-            # A window cut inside a word can re-tokenise into more tokens.
+            # Only a window cut inside a word can re-tokenise into more tokens.
+            if not (_inside_word(word_ids, first) or _inside_word(word_ids, last)):
+                return True
             span = prefix + doc.text[offsets[first][0] : offsets[last - 1][1]]
             n = len(self.tokenizer(span, add_special_tokens=False, verbose=False)["input_ids"])
             return n <= self.window_tokens
@@ -94,16 +103,22 @@ class Chunker:
         chunks = []
         for ordinal, (first, last) in enumerate(_windows(word_ids, budget, self.overlap_tokens, fits)):
             start, end = offsets[first][0], offsets[last - 1][1]
-            chunks.append(Chunk(ordinal, start, end, prefix + doc.text[start:end]))
+            chunks.append(Chunk(ordinal, start, end, prefix + doc.text[start:end], (*title_ids, *ids[first:last])))
         return chunks
 
-    def _title_prefix(self, title: str) -> tuple[str, int]:
+    def _title_prefix(self, title: str) -> tuple[str, list[int]]:
+        """The text and token ids put in front of every chunk (none when the title is long or blank)."""
         if not self.title_prefix or not title.strip():
-            return "", self.window_tokens
-        title_tokens = len(self.tokenizer(title, add_special_tokens=False, verbose=False)["input_ids"])
-        if title_tokens > self.window_tokens // 4:
-            return "", self.window_tokens
-        return title.strip() + TITLE_SEPARATOR, self.window_tokens - title_tokens
+            return "", []
+        title_ids = self.tokenizer(title.strip(), add_special_tokens=False, verbose=False)["input_ids"]
+        if len(title_ids) > self.window_tokens // 4:
+            return "", []
+        return title.strip() + TITLE_SEPARATOR, title_ids
+
+
+def _inside_word(word_ids: list[int | None], i: int) -> bool:
+    """Whether token ``i`` continues the word of token ``i - 1`` (a cut there splits a word)."""
+    return 0 < i < len(word_ids) and word_ids[i] is not None and word_ids[i] == word_ids[i - 1]
 
 
 def _windows(

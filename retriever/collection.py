@@ -692,9 +692,8 @@ class Collection:
         if given is not None:
             row_of = {doc.id: i for i, doc in enumerate(batch)}
             return {doc.id: _Embedded([(0, len(doc.text))], given[row_of[doc.id] : row_of[doc.id] + 1]) for doc in docs}
-        splits = [self.chunker.split(doc) for doc in docs]
-        texts = [chunk.embed_text for chunk_list in splits for chunk in chunk_list]
-        vectors = self.embedder.embed(texts, on_overflow="error")
+        splits = [self.chunker.split(doc) for doc in docs]  # each document tokenised once
+        vectors = self.embedder.embed_token_ids([chunk.token_ids for chunk_list in splits for chunk in chunk_list])
         out, at = {}, 0
         for doc, chunk_list in zip(docs, splits):
             out[doc.id] = _Embedded([(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)])

@@ -1,12 +1,16 @@
 """Text to vectors: the one embedding path for documents and queries.
 
-Every vector in semsearch comes from ``Embedder.embed``: mean pooling over real
-tokens (attention mask applied), then L2 normalisation, so cosine similarity
-equals inner product.
+Every vector in semsearch comes from ``Embedder.embed`` (or, for text already
+tokenised, ``Embedder.embed_token_ids``): mean pooling over real tokens
+(attention mask applied), then L2 normalisation, so cosine similarity equals
+inner product. Which runtime computes it is a run-time choice
+(``retriever.backends``); the vectors stay within cosine 0.9999 of torch fp32
+unless a lossy backend is asked for.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import warnings
@@ -18,13 +22,19 @@ import numpy as np
 
 from retriever import deadline
 from retriever.errors import BadInputError
+from retriever.threads import apply as apply_threads
+from retriever.threads import thread_count
+from retriever.tokens import TextTokenizer, padded_batches
 from retriever.unicode_policy import check_utf8
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+BACKEND_ENV = "SEMSEARCH_BACKEND"
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+#: Inputs of at most this many texts are encoded by the query backend.
+QUERY_BATCH = 8
 _PACKAGED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 
 
@@ -60,16 +70,35 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
 class Embedder:
     """Embeds text with a sentence-transformers model, mean-pooled and L2-normalised.
 
+    The encoder runs on one of several backends (see ``retriever.backends``):
+    torch, ONNX Runtime or OpenVINO, in fp32, bf16 where the CPU has it, or
+    int8 when asked. ``backend="auto"`` (the default) measures the lossless
+    ones once per machine and model and keeps the fastest whose vectors stay
+    within cosine 0.9999 of torch fp32. When the model's export and that
+    decision are cached, loading imports neither torch nor transformers.
+
     Args:
         model: A model directory, a hub id, or ``None`` for the packaged
             all-MiniLM-L6-v2.
         device: ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
+            A device other than the CPU runs torch.
         batch_size: Texts per forward pass (default 32).
+        backend: ``"auto"``, or a name from ``retriever.backends.SUPPORTED``
+            such as ``"onnx-fp32"`` or ``"openvino-bf16"`` (default:
+            ``$SEMSEARCH_BACKEND``, else ``"auto"``).
+        cache_dir: Where exports and decisions are kept (default
+            ``$SEMSEARCH_CACHE``, else ``~/.cache/semsearch``).
+        threads: Threads for the encoder (default: the cores available).
 
     Attributes:
         name: The model's display name (the path for a local directory).
         dim: Embedding dimension.
         max_tokens: The model's window, special tokens included.
+        backend: The backend for passages, e.g. ``"openvino-bf16"``.
+        query_backend: The backend for a few texts at a time (queries); the
+            same as ``backend`` unless ``auto`` found torch fastest for
+            passages, in which case queries run on the fastest runtime
+            without torch, so the query path never loads it.
     """
 
     def __init__(
@@ -78,20 +107,138 @@ class Embedder:
         *,
         device: str | None = None,
         batch_size: int = 32,
+        backend: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        threads: int | None = None,
     ) -> None:
-        self.name, location = resolve_model(model)
+        from retriever import backends, export
+
+        self.name, self._location = resolve_model(model)
         self.batch_size = batch_size
-        self._model = _load_sentence_transformer(location, device)
+        self.threads = threads or thread_count()
+        self._cache_root = export.cache_root(cache_dir)
+        requested = (backend or os.environ.get(BACKEND_ENV) or "auto").strip().lower()
+        if requested != "auto":
+            requested = backends.parse(requested)
+        if device not in (None, "cpu") and requested != "auto" and not requested.startswith("torch"):
+            raise BadInputError(f"backend {requested} runs on the CPU, not on {device!r}")
+        self._device = device
+        self._model = None  # the SentenceTransformer, loaded only when torch is needed
+        self._hf_tokenizer = None
+        self.decision: dict = {"requested": requested}
+        self._export = None if requested.startswith("torch") or device not in (None, "cpu") else (
+            export.find_export(self._location, self._cache_root)
+        )
+        chosen = (requested, requested)  # (passage backend, query backend)
+        if requested == "auto" and device in (None, "cpu") and self._export is not None:
+            from retriever.backends import choice
+
+            stored = choice.load_choice(self._cache_root, choice.choice_key(self._export.weights_sha256))
+            if stored:
+                self.decision |= stored
+                chosen = (stored["backend"], stored.get("query_backend", stored["backend"]))
+        if "auto" in chosen or chosen[1].startswith("torch") or self._export is None:
+            self._load_torch()
+            chosen = self._prepare(requested, chosen)
+        if self._export is not None:
+            self.dim, self.max_tokens = self._export.dim, self._export.max_tokens
+            self._tokens = TextTokenizer(self._export.tokenizer_path, self.max_tokens, self._export.do_lower_case)
+        self.backend, self.query_backend = chosen
+        self._backend = self._open(self.query_backend)
+        self._passage_backend = self._backend if self.backend == self.query_backend else None
+        apply_threads(self.threads)
+
+    def _load_torch(self) -> None:
+        self._model = _load_sentence_transformer(self._location, self._device)
         self.dim = int(self._model.get_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length)
-        self.tokenizer = self._model.tokenizer
+        self._tokens = TextTokenizer(
+            self._model.tokenizer.backend_tokenizer,
+            self.max_tokens,
+            bool(getattr(self._model[0], "do_lower_case", False)),
+        )
+
+    def _prepare(self, requested: str, chosen: tuple[str, str]) -> tuple[str, str]:
+        """With torch loaded: export if a non-torch backend may be used, and decide ``auto``.
+
+        Returns:
+            ``(passage backend, query backend)``.
+        """
+        from retriever import export
+        from retriever.backends import choice
+
+        if requested.startswith("torch") or self._device not in (None, "cpu"):
+            name = "torch-fp32" if requested == "auto" else requested
+            return name, name
+        try:
+            self._export = export.export_model(self._model, self.weights_sha256, self._cache_root)
+            export.remember_location(self._location, self.weights_sha256, self._cache_root)
+        except (export.ExportError, OSError) as exc:  # OSError: the cache cannot be written
+            if requested != "auto":
+                raise BadInputError(f"backend {requested}: {exc}") from None
+            self.decision |= {"backend": "torch-fp32", "reason": f"no export: {exc}"}
+            return "torch-fp32", "torch-fp32"
+        if "auto" not in chosen:  # asked for, or decided earlier
+            return chosen
+        key = choice.choice_key(self.weights_sha256)
+        stored = choice.load_choice(self._cache_root, key)
+        if stored is None:
+            stored = choice.measure(
+                choice.candidates(),
+                self._open,
+                lambda backend, texts: self._encode_ids(self._tokens.encode(texts), 32, False, backend),
+            ) | {"cpu": choice.cpu_info()}
+            with contextlib.suppress(OSError):  # unsaved, it is measured again next time
+                choice.save_choice(self._cache_root, key, stored)
+        self.decision |= stored
+        return stored["backend"], stored.get("query_backend", stored["backend"])
+
+    def _open(self, name: str):
+        from retriever import backends
+
+        if name.startswith("torch") and self._model is None:
+            self._load_torch()
+        return backends.load(name, export=self._export, model=self._model, threads=self.threads)
 
     def __repr__(self) -> str:
-        return f"Embedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens})"
+        return f"Embedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens}, backend={self.backend!r})"
+
+    @property
+    def passage_backend(self):
+        """The backend for batches of passages, opened on first use when it is not the query one."""
+        if self._passage_backend is None:
+            self._passage_backend = self._open(self.backend)
+        return self._passage_backend
+
+    def batch_queries(self, max_batch: int = 64, max_wait_s: float = 0.002) -> None:
+        """Encode concurrent small calls (queries from many threads) together in one pass.
+
+        For servers: calls of ``embed`` with at most ``QUERY_BATCH`` texts,
+        from any thread, are merged by a ``retriever.batching.BatchedBackend``
+        (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
+        Each caller still gets exactly its own vectors.
+        """
+        from retriever.batching import BatchedBackend
+
+        if not isinstance(self._backend, BatchedBackend):
+            self._backend = BatchedBackend(self._backend, max_batch, max_wait_s)
+
+    @property
+    def tokenizer(self):
+        """The model's fast (Rust-backed) transformers tokenizer, for chunking; loaded on first use."""
+        if self._model is not None:
+            return self._model.tokenizer
+        if self._hf_tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._hf_tokenizer = AutoTokenizer.from_pretrained(str(self._location))
+        return self._hf_tokenizer
 
     @cached_property
     def weights_sha256(self) -> str:
         """SHA-256 over the model's parameters and buffers, in name order."""
+        if self._model is None:
+            return self._export.weights_sha256
         digest = hashlib.sha256()
         state = self._model.state_dict()
         for key in sorted(state):
@@ -112,14 +259,13 @@ class Embedder:
             "normalize": True,
         }
 
+    def info(self) -> dict:
+        """The run-time encoder: backend, threads, and how ``auto`` decided (timings, cosines)."""
+        return {**self.decision, "backend": self.backend, "query_backend": self.query_backend, "threads": self.threads}
+
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
         """Token counts including the special tokens the model adds."""
-        if not texts:
-            return []
-        encoded = self.tokenizer(
-            list(texts), add_special_tokens=True, truncation=False, verbose=False
-        )["input_ids"]
-        return [len(ids) for ids in encoded]
+        return self._tokens.count(list(texts))
 
     def embed(
         self,
@@ -163,35 +309,73 @@ class Embedder:
             check_utf8(text, f"text {i}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        self._report_overflow(texts, on_overflow)
+        content = self._tokens.content(texts)
+        self._report_overflow([len(ids) + self._tokens.special for ids in content], on_overflow)
         if show_progress is None:
             show_progress = len(texts) >= 1000
-        batch_size = batch_size or self.batch_size
-        step = batch_size if deadline.active() else max(batch_size, len(texts))
-        parts = []
-        for start in range(0, len(texts), step):  # under a deadline: stop between slices
-            deadline.check("embedding")
-            parts.append(
-                self._model.encode(
-                    texts[start : start + step],
-                    batch_size=batch_size,
-                    show_progress_bar=show_progress,
-                    convert_to_numpy=True,
-                    normalize_embeddings=True,
-                )
-            )
-        deadline.check("embedding")  # a late result is not handed on (to a commit, say)
-        vectors = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        ids = [self._tokens.with_special_tokens(c, cut=True) for c in content]
+        return self._encode_ids(ids, batch_size or self.batch_size, show_progress)
 
-    def _report_overflow(self, texts: list[str], on_overflow: str) -> None:
-        counts = self.count_tokens(texts)
+    def embed_token_ids(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        *,
+        batch_size: int | None = None,
+        show_progress: bool | None = None,
+    ) -> np.ndarray:
+        """Embed texts already tokenised (e.g. by ``Chunker.split``), skipping the tokenizer.
+
+        Args:
+            token_ids: Per text, its token ids without special tokens; at most
+                ``max_tokens`` once the special tokens are added.
+            batch_size: Overrides the embedder's batch size.
+            show_progress: Progress bar on stderr; ``None`` shows it for 1,000+ texts.
+
+        Returns:
+            float32 array of shape ``(len(token_ids), dim)``, rows of L2 norm 1.
+        """
+        framed = [self._tokens.with_special_tokens(ids) for ids in token_ids]
+        longest = max((len(ids) for ids in framed), default=0)
+        if longest > self.max_tokens:
+            raise BadInputError(f"a text of {longest} tokens exceeds the model's window of {self.max_tokens}")
+        if not framed:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if show_progress is None:
+            show_progress = len(framed) >= 1000
+        return self._encode_ids(framed, batch_size or self.batch_size, show_progress)
+
+    def _encode_ids(self, ids: list[list[int]], batch_size: int, show_progress: bool, backend=None) -> np.ndarray:
+        """Run the backend over length-bucketed batches; rows come back in input order.
+
+        A few texts (a query, a request) go to the query backend, which
+        never needs torch; larger inputs go to the passage backend.
+        """
+        if backend is None:
+            backend = self._backend if len(ids) <= QUERY_BATCH else self.passage_backend
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
+        progress = None
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            progress = tqdm(total=len(ids), desc="Embedding", unit="text")
+        for positions, input_ids, mask in padded_batches(ids, batch_size):
+            deadline.check("embedding")  # under a deadline: stop between batches
+            out[positions] = backend.run(input_ids, mask)
+            if progress is not None:
+                progress.update(len(positions))
+        if progress is not None:
+            progress.close()
+        deadline.check("embedding")  # a late result is not handed on (to a commit, say)
+        return out
+
+    def _report_overflow(self, counts: list[int], on_overflow: str) -> None:
+        """Warn or raise (``on_overflow``) when token ``counts`` exceed the window."""
         over = [(i, n) for i, n in enumerate(counts) if n > self.max_tokens]
         if not over:
             return
         longest_index, longest = max(over, key=lambda item: item[1])
         message = (
-            f"{len(over)} of {len(texts)} text(s) exceed the model's window of "
+            f"{len(over)} of {len(counts)} text(s) exceed the model's window of "
             f"{self.max_tokens} tokens (longest: text {longest_index}, {longest} tokens); "
             "only the first window is embedded. Index long documents through a "
             "Collection, which splits them into overlapping chunks."

@@ -3,7 +3,10 @@ and ../shared/datasets for quality tests (skipped with a reason when absent)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,11 @@ import pytest
 from tests.postgres import catalog_url, postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if "SEMSEARCH_CACHE" not in os.environ:
+    # Exported encoders and backend decisions go to a per-run folder, not ~/.cache;
+    # subprocesses (the CLI tests) inherit it and reuse what the run exported.
+    os.environ["SEMSEARCH_CACHE"] = tempfile.mkdtemp(prefix="semsearch-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["SEMSEARCH_CACHE"], ignore_errors=True)
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATASETS = Path(os.environ.get("SEMSEARCH_DATASETS", REPO.parent / "shared" / "datasets"))

@@ -459,7 +459,8 @@ def evaluate_dev(model, dev: _Dev) -> float:
     was_training = model.training
     with tempfile.TemporaryDirectory(prefix="semsearch-dev-") as tmp:
         model.save(str(Path(tmp) / "model"))
-        embedder = Embedder(Path(tmp) / "model", device=str(model.device))
+        # torch: a checkpoint is scored once, so exporting and timing other backends would not pay
+        embedder = Embedder(Path(tmp) / "model", device=str(model.device), backend="torch")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with Collection.create(Path(tmp) / "collection", embedder) as collection:

@@ -157,3 +157,29 @@ def test_ui_refuses_a_public_address_without_a_password(capsys, monkeypatch, tmp
     monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
     code, _, err = run(capsys, "ui", "-c", tmp_path, "--host", "0.0.0.0")
     assert code == 2 and "without a password" in err and "SEMSEARCH_UI_PASSWORD" in err
+
+
+def test_search_imports_neither_torch_nor_transformers(docs, tmp_path, tiny_model_dir, capsys):
+    """Once the model is exported (by indexing), `semsearch search` runs on tokenizers + ONNX/OpenVINO."""
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    code = (
+        "import sys\n"
+        "from app.cli import main\n"
+        f"status = main(['search', 'roasted coffee', '-c', {str(col)!r}, '--json'])\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print('HEAVY', heavy, status)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2])
+    assert result.returncode == 0, result.stderr
+    hits = json.loads(result.stdout.splitlines()[0])
+    assert {hit["id"] for hit in hits} >= {"n1"}
+    assert result.stdout.splitlines()[-1] == "HEAVY [] 0"
+
+
+def test_info_names_the_encoder_backend(capsys, docs, tmp_path, tiny_model_dir):
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    code, out, _ = run(capsys, "info", "-c", tmp_path / "col", "--json")
+    assert code == 0 and json.loads(out)["backend"].split("-")[0] in ("torch", "onnx", "openvino")
+    code, out, _ = run(capsys, "info", "-c", tmp_path / "col")
+    assert "backend" in out and "threads" in out

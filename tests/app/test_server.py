@@ -408,3 +408,30 @@ def test_documents_and_searches_with_vectors_computed_elsewhere(api):
     assert status == 422 and "documents[1].vector" in body["detail"]
     for i in range(2):
         assert api.call("DELETE", f"/documents/vec-{i}")[0] == 200
+
+
+def test_concurrent_searches_go_through_the_micro_batcher(tmp_path, tiny_model_dir):
+    """The server turns on micro-batching; parallel searches each get their own hits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection
+    from retriever.batching import BatchedBackend
+
+    with Collection.create(tmp_path / "col", tiny_model_dir) as col:
+        col.upsert(DOCS)
+    app = create_app(tmp_path / "col")
+    queries = ["roasted coffee", "green tea", "rivers and the sea", "snow on mountains"] * 6
+    with TestClient(app) as client:
+        backend = app.state.collection.embedder._backend
+        assert isinstance(backend, BatchedBackend)
+        alone = {q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}).json()["hits"] for q in set(queries)}
+        with ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(lambda q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}), queries))
+    assert all(r.status_code == 200 for r in answers)
+    for query, response in zip(queries, answers):
+        got = response.json()["hits"]
+        assert [h["id"] for h in got] == [h["id"] for h in alone[query]]
+        assert [h["score"] for h in got] == pytest.approx([h["score"] for h in alone[query]], abs=1e-5)

@@ -228,3 +228,18 @@ def test_windows_with_many_multi_piece_words(minilm, window, overlap):
         if longest <= overlap:
             for a, b in zip(chunks, chunks[1:]):
                 assert b.start < a.end, f"window {window}/{overlap}: no overlap at {a.end}"
+
+
+@pytest.mark.parametrize("title", ["", "Green tea"])
+def test_chunk_token_ids_are_the_tokens_of_its_text(embedder, title):
+    """The document is tokenised once; each chunk's ids equal its text re-tokenised,
+    so embedding the ids gives the vector of the text."""
+    doc = Document("d", english(400, seed=7), title=title)
+    chunker = Chunker(embedder.tokenizer, 40, 8, title_prefix=True)
+    chunks = chunker.split(doc)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert list(chunk.token_ids) == embedder.tokenizer(chunk.embed_text, add_special_tokens=False)["input_ids"]
+    from_ids = embedder.embed_token_ids([c.token_ids for c in chunks])
+    from_text = embedder.embed([c.embed_text for c in chunks])
+    assert float((from_ids * from_text).sum(axis=1).min()) > 0.99999

@@ -1,0 +1,160 @@
+"""Encoder backends: each one's vectors against torch fp32, the export cache, ``auto``'s choice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from retriever import BadInputError, Embedder
+from retriever.backends import choice
+from retriever.export import find_export
+
+TEXTS = [
+    "green tea",
+    "The quick brown fox jumps over the lazy dog.",
+    "Coffee beans are roasted at high temperature. Rivers flow into the sea.",
+    "  python  ",
+    "Mountains rise above the clouds and snow covers the peaks in winter. " * 3,
+    "databases store rows in tables",
+]
+BF16 = choice.has_bf16()
+
+
+def lossless_backends() -> list[str]:
+    names = ["torch-fp32", "onnx-fp32", "openvino-fp32"]
+    return names + (["openvino-bf16", "torch-bf16"] if BF16 else [])
+
+
+@pytest.fixture(scope="module")
+def tiny_reference(tiny_model_dir, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, Embedder(tiny_model_dir, backend="torch", cache_dir=cache).embed(TEXTS)
+
+
+def test_torch_backend_equals_sentence_transformers(tiny_model_dir):
+    """Independent reference: sentence-transformers' own encode of the same model."""
+    from sentence_transformers import SentenceTransformer
+
+    expected = SentenceTransformer(str(tiny_model_dir), device="cpu").encode(TEXTS, normalize_embeddings=True)
+    got = Embedder(tiny_model_dir, backend="torch-fp32").embed(TEXTS)
+    assert np.min(np.sum(got * expected, axis=1)) > 0.99999
+
+
+@pytest.mark.parametrize("backend", ["onnx-fp32", "openvino-fp32"])
+def test_fp32_backends_match_torch_on_the_tiny_model(tiny_model_dir, tiny_reference, backend):
+    cache, reference = tiny_reference
+    embedder = Embedder(tiny_model_dir, backend=backend, cache_dir=cache)
+    assert embedder.backend == backend
+    assert choice.min_cosine(embedder.embed(TEXTS), reference) >= 0.9999
+
+
+@pytest.fixture(scope="module")
+def minilm_reference(tmp_path_factory):
+    cache = tmp_path_factory.mktemp("minilm-cache")
+    return cache, Embedder(backend="torch", cache_dir=cache).embed(TEXTS)
+
+
+@pytest.mark.parametrize("backend", lossless_backends())
+def test_lossless_backends_match_torch_on_minilm(minilm_reference, backend):
+    cache, reference = minilm_reference
+    vectors = Embedder(backend=backend, cache_dir=cache).embed(TEXTS)
+    assert vectors.dtype == np.float32 and vectors.shape == reference.shape
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert choice.min_cosine(vectors, reference) >= 0.9999
+
+
+@pytest.mark.parametrize("backend", ["onnx-int8", "openvino-int8"])
+def test_int8_is_close_but_only_when_asked(minilm_reference, backend):
+    cache, reference = minilm_reference
+    vectors = Embedder(backend=backend, cache_dir=cache).embed(TEXTS)
+    assert 0.9 <= choice.min_cosine(vectors, reference) < choice.MIN_COSINE
+    assert backend not in choice.candidates()
+
+
+def test_auto_never_keeps_a_backend_beyond_the_cosine_bound(minilm_reference):
+    """int8 is fast and lossy; measured beside the exact ones it is never chosen."""
+    cache, _ = minilm_reference
+    embedder = Embedder(backend="onnx-fp32", cache_dir=cache)
+    result = choice.measure(
+        ["torch-fp32", "onnx-int8", "onnx-fp32"],
+        embedder._open,
+        lambda backend, texts: embedder._encode_ids(embedder._tokens.encode(texts), 32, False, backend),
+        passages=8,
+        repeats=1,
+    )
+    assert result["measured"]["onnx-int8"]["min_cosine"] < choice.MIN_COSINE
+    assert result["backend"] in ("torch-fp32", "onnx-fp32") and result["query_backend"] == "onnx-fp32"
+    assert result["measured"][result["backend"]]["min_cosine"] >= choice.MIN_COSINE
+
+
+def test_auto_decides_once_and_later_loads_skip_torch(tiny_model_dir, tmp_path):
+    first = Embedder(tiny_model_dir, cache_dir=tmp_path)
+    assert first.info()["requested"] == "auto" and first.backend in choice.candidates()
+    assert not first.query_backend.startswith("torch")
+    measured = first.info()["measured"]
+    assert set(measured) == set(choice.candidates())
+    assert measured[first.backend]["min_cosine"] >= choice.MIN_COSINE
+    assert len(list((tmp_path / "choices").iterdir())) == 1
+
+    second = Embedder(tiny_model_dir, cache_dir=tmp_path)
+    assert second.backend == first.backend and second.info()["measured"] == measured
+    assert second._model is None  # the export and the decision were enough: no torch for queries
+    assert second.weights_sha256 == first.weights_sha256
+    np.testing.assert_allclose(second.embed(TEXTS[:2]), first.embed(TEXTS[:2]), atol=1e-6)
+    assert choice.min_cosine(second.embed(TEXTS * 2), first.embed(TEXTS * 2)) >= choice.MIN_COSINE
+
+
+def test_export_is_keyed_by_weights_and_shared_across_paths(tiny_model_dir, tiny_copy_dir, tmp_path):
+    one = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    other = Embedder(tiny_copy_dir, backend="onnx", cache_dir=tmp_path)
+    assert other.weights_sha256 == one.weights_sha256
+    assert [p.name for p in (tmp_path / "exported").iterdir()] == [one.weights_sha256]
+    assert len(list((tmp_path / "locations").iterdir())) == 2
+    meta = json.loads((tmp_path / "exported" / one.weights_sha256 / "meta.json").read_text())
+    assert meta["dim"] == one.dim and meta["max_tokens"] == one.max_tokens
+
+
+def test_changed_model_files_are_not_mistaken_for_the_export(tiny_model_dir, perturbed_model_dir, tmp_path):
+    """A directory whose files changed no longer matches its recorded fingerprint."""
+    target = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, target)
+    cache = tmp_path / "cache"
+    original = Embedder(target, backend="onnx", cache_dir=cache)
+    assert find_export(target, cache).weights_sha256 == original.weights_sha256
+    shutil.rmtree(target)
+    shutil.copytree(perturbed_model_dir, target)
+    assert find_export(target, cache) is None
+    changed = Embedder(target, backend="onnx", cache_dir=cache)
+    assert changed.weights_sha256 != original.weights_sha256
+
+
+def test_embed_token_ids_equals_embed_of_the_text(tiny_embedder):
+    texts = ["green tea is steamed", "rivers flow into the sea and mountains rise"]
+    ids = [tiny_embedder.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+    np.testing.assert_allclose(tiny_embedder.embed_token_ids(ids), tiny_embedder.embed(texts), atol=1e-5)
+    with pytest.raises(BadInputError, match="window"):
+        tiny_embedder.embed_token_ids([ids[0] * tiny_embedder.max_tokens])
+
+
+def test_unknown_backend_is_a_clear_error(tiny_model_dir):
+    with pytest.raises(BadInputError, match="unknown encoder backend"):
+        Embedder(tiny_model_dir, backend="tensorrt")
+
+
+def test_backend_from_the_environment(tiny_model_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("SEMSEARCH_BACKEND", "onnx")
+    assert Embedder(tiny_model_dir, cache_dir=tmp_path).backend == "onnx-fp32"
+
+
+def test_an_unwritable_cache_falls_back_to_torch(tiny_model_dir, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    embedder = Embedder(tiny_model_dir, cache_dir=blocker / "cache")
+    assert embedder.backend == embedder.query_backend == "torch-fp32"
+    assert "no export" in embedder.info()["reason"]
+    assert embedder.embed(["green tea"]).shape == (1, embedder.dim)
+    with pytest.raises(BadInputError, match="backend onnx-fp32"):
+        Embedder(tiny_model_dir, backend="onnx", cache_dir=blocker / "cache")

@@ -1,0 +1,72 @@
+"""Micro-batching: concurrent callers are served together and each gets its own result."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from retriever.batching import BatchedBackend, MicroBatcher
+
+
+def test_concurrent_items_are_batched_and_answered_in_place():
+    calls: list[list[int]] = []
+    release = threading.Event()
+
+    def square(items: list[int]) -> list[int]:
+        release.wait(5)  # hold the first batch so that the others queue up behind it
+        calls.append(list(items))
+        return [i * i for i in items]
+
+    batcher = MicroBatcher(square, max_batch=16, max_wait_s=0.001)
+    futures = [batcher.submit(i) for i in range(40)]
+    release.set()
+    assert [f.result(10) for f in futures] == [i * i for i in range(40)]
+    assert sorted(i for call in calls for i in call) == list(range(40))
+    assert max(len(call) for call in calls) == 16 and len(calls) < 40
+
+
+def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_works():
+    def fail_on_negative(items):
+        if any(i < 0 for i in items):
+            raise ValueError("negative")
+        return items
+
+    batcher = MicroBatcher(fail_on_negative, max_wait_s=0.05)
+    bad = [batcher.submit(-1), batcher.submit(2)]
+    for future in bad:
+        with pytest.raises(ValueError, match="negative"):
+            future.result(10)
+    assert batcher(3, timeout=10) == 3
+
+
+def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, tmp_path):
+    from retriever import Embedder
+
+    embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    queries = [f"query {i} about green tea and rivers" + " sea" * (i % 7) for i in range(48)]
+    alone = np.concatenate([embedder.embed([q]) for q in queries])
+    embedder.batch_queries(max_batch=16, max_wait_s=0.01)
+    assert isinstance(embedder._backend, BatchedBackend)
+    with ThreadPoolExecutor(12) as pool:
+        together = np.concatenate(list(pool.map(lambda q: embedder.embed([q]), queries)))
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_calls_of_different_lengths_merged_into_one_pass_get_their_own_rows(tiny_model_dir, tmp_path):
+    from retriever import Embedder
+    from retriever.tokens import padded_batches
+
+    embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    inner = embedder._backend
+    calls = [["green tea"], ["rivers flow into the sea and mountains rise above the clouds"], ["a", "b c d"]]
+    inputs = []
+    for texts in calls:
+        (_, input_ids, mask), = padded_batches(embedder._tokens.encode(texts), len(texts))
+        inputs.append((input_ids, mask))
+    merged = BatchedBackend(inner)._run_many(inputs)
+    assert [rows.shape[0] for rows in merged] == [1, 1, 2]
+    for rows, (input_ids, mask) in zip(merged, inputs):
+        np.testing.assert_allclose(rows, inner.run(input_ids, mask), atol=1e-5)
