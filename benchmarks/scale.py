@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -112,15 +113,16 @@ def build(path: Path, n: int, corpus: Corpus, embedder) -> float:
     return time.perf_counter() - began
 
 
-def time_commits(path: Path, n: int, corpus: Corpus, commits: int) -> list[tuple[float, int]]:
-    """Seconds and bytes written of each commit of 1,000 documents into the collection at ``path``."""
+def time_commits(path: Path, corpus: Corpus, commits: int) -> list[tuple[float, int]]:
+    """Seconds and bytes written of each commit of 1,000 new documents into the collection at ``path``."""
     from retriever import Collection
 
     out = []
     with Collection.open(path) as col:
         col.search(vector=corpus.vectors(1)[0], k=1)  # the reader's view is loaded before the timings
+        first = len(col)
         for c in range(commits):
-            docs = corpus.documents(n + c * COMMIT_DOCS, COMMIT_DOCS)
+            docs = corpus.documents(first + c * COMMIT_DOCS, COMMIT_DOCS)
             vectors = corpus.vectors(COMMIT_DOCS)
             before = _files(path)
             began = time.perf_counter()
@@ -182,6 +184,35 @@ def _percentiles(times: list[float]) -> dict:
     return {"p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))]}
 
 
+def demo_figures(path: Path, rounds: int = 30) -> dict:
+    """Search latency on the standard-library demo (``make demo``), query encoding excluded.
+
+    BM25 needs no encoding; for dense and hybrid each query's vector is
+    computed once beforehand and passed in, so the time is the ranking and
+    snippet work after encoding.
+    """
+    from app.demo import QUERIES
+    from retriever import Collection
+
+    out: dict = {}
+    with Collection.open(path) as col:
+        vectors = {query: col.embed([query])[0] for query, _ in QUERIES}
+        col.search(QUERIES[0][0], k=3, mode="bm25")
+        for mode in ("bm25", "dense", "hybrid"):
+            times = []
+            for _ in range(rounds):
+                for query, where in QUERIES:
+                    kwargs = {"k": 3, "where": where, "mode": mode}
+                    if mode != "bm25":
+                        kwargs["vector"] = vectors[query]
+                    began = time.perf_counter()
+                    col.search(query, **kwargs)
+                    times.append(time.perf_counter() - began)
+            out[mode] = _percentiles(times)
+        out["documents"], out["chunks"] = col.catalog.counts()
+    return out
+
+
 READER = """
 import sys, json, numpy as np
 from retriever import Collection
@@ -212,10 +243,14 @@ def main(argv=None) -> int:
     parser.add_argument("--queries", type=int, default=200, help="queries for the search figures")
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--workdir", type=Path, default=BENCH / "scale")
+    parser.add_argument("--reuse", action="store_true", help="measure collections a previous run built (no rebuild)")
+    parser.add_argument("--build-only", action="store_true", help="build the collections, measure nothing")
+    parser.add_argument("--demo", type=Path, default=REPO / ".demo" / "collection",
+                        help="the standard-library demo collection to time (skipped when absent; make demo builds it)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from retriever import Embedder
+    from retriever import Collection, Embedder
 
     embedder = Embedder()  # the model identity only: nothing is encoded
     corpus = Corpus(args.datasets)
@@ -223,27 +258,35 @@ def main(argv=None) -> int:
     results: dict = {"machine": machine(), "sizes": {}}
     for n in sizes:
         path = args.workdir / f"n{n}"
-        if path.exists():
-            import shutil
-
-            shutil.rmtree(path)
-        print(f"building {n:,} chunks ...", flush=True)
-        build_seconds = build(path, n, corpus, embedder)
-        commits = time_commits(path, n, corpus, args.commits)
+        if args.reuse and (path / "manifest.json").exists():
+            build_seconds = float("nan")
+        else:
+            if path.exists():
+                shutil.rmtree(path)
+            print(f"building {n:,} chunks ...", flush=True)
+            build_seconds = build(path, n, corpus, embedder)
+        if args.build_only:
+            continue
+        commits = time_commits(path, corpus, args.commits)
         results["sizes"][n] = {
             "build_s": build_seconds,
             "commit_s": [c[0] for c in commits],
             "commit_bytes": [c[1] for c in commits],
         }
         print(f"  commit of 1,000 into {n:,}: median {statistics.median(c[0] for c in commits) * 1000:.0f} ms", flush=True)
+    if args.build_only:
+        return 0
     largest = max(sizes)
     path = args.workdir / f"n{largest}"
     corpus = Corpus(args.datasets, seed=1)
     figures = search_figures(path, corpus, args.queries)
     figures["reader_rss_bytes"] = reader_memory(path, args.queries)
     figures["disk_bytes"] = sum(_files(path).values())
-    figures["raw_vector_bytes"] = (largest + args.commits * COMMIT_DOCS) * DIM * 4
+    with Collection.open(path) as col:
+        figures["raw_vector_bytes"] = col.catalog.counts()[1] * DIM * 4
     results["largest"] = {"chunks": largest, **figures}
+    if (args.demo / "manifest.json").exists():
+        results["demo"] = demo_figures(args.demo)
     BENCH.mkdir(parents=True, exist_ok=True)
     (BENCH / "scale.json").write_text(json.dumps(results, indent=2))
     print_table(results)
@@ -271,6 +314,11 @@ def print_table(results: dict) -> None:
         f"  reader RSS {big['reader_rss_bytes'] / 1e9:.2f} GB, disk {big['disk_bytes'] / 1e9:.2f} GB, "
         f"raw vectors {big['raw_vector_bytes'] / 1e9:.2f} GB"
     )
+    if "demo" in results:
+        demo = results["demo"]
+        print(f"\nstandard-library demo ({demo['documents']} documents, {demo['chunks']} chunks), query encoding excluded:")
+        for mode in ("bm25", "dense", "hybrid"):
+            print(f"  {mode:<8} p50 {demo[mode]['p50_ms']:6.2f} ms  p99 {demo[mode]['p99_ms']:6.2f} ms")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ TEXTS += ["", "tea " * 200]  # an empty text, and one longer than the tiny model
 def local_ray():
     """One local Ray for the session: 2 CPUs, no dashboard."""
     ray = pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'semsearch[ray]'")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()
