@@ -39,11 +39,11 @@ from tqdm.auto import tqdm
 
 from indexer.job import MAX_BATCH_CHARS, IndexReport, _prune, _source_of
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, walk
-from retriever.collection import Collection
+from retriever.collection import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 
-DEFAULT_GROUP_DOCS = 1024  # documents per atomic commit group
+WORKER_BATCH_DOCS = 64  # most documents per actor call, and so per staged segment
 MAX_READ_BLOCKS = 1000  # blocks of input paths: the parallelism of reading and parsing
 # Environment a worker needs from the driver (offline model loading, catalog password).
 FORWARDED_ENV = (
@@ -77,19 +77,27 @@ def _row_doc(row: dict[str, Any]) -> Document:
     return Document(row["id"], row["text"], row["title"], json.loads(row["metadata"]))
 
 
-def load_file(item: dict[str, Any], fields: FieldMap, max_bytes: int) -> list[dict[str, Any]]:
-    """Rows of one input (a ``flat_map`` function): a ``"doc"`` or ``"error"`` row per item of ``load_path``.
+def load_files(batch: "pa.Table", fields: FieldMap, max_bytes: int, block_rows: int) -> Iterator["pa.Table"]:
+    """Rows of inputs (a ``map_batches`` generator): a ``"doc"`` or ``"error"`` row per item of ``load_path``.
+
+    Yields blocks of at most ``block_rows`` rows, so that one large input
+    (a BEIR corpus) still feeds every actor of the pool.
 
     Args:
-        item: ``{"file": index in the walk, "path": file or BEIR directory}``.
+        batch: Columns ``file`` (index in the walk) and ``path`` (file or BEIR directory).
     """
     rows = []
-    for loaded in load_path(Path(item["path"]), fields, max_bytes):
-        if isinstance(loaded, LoadError):
-            rows.append(_row("error", item["file"], loaded.source, reason=loaded.reason))
-        else:
-            rows.append(_doc_row(loaded, item["file"], loaded.metadata.get("source", item["path"])))
-    return rows
+    for item in batch.to_pylist():
+        for loaded in load_path(Path(item["path"]), fields, max_bytes):
+            if isinstance(loaded, LoadError):
+                rows.append(_row("error", item["file"], loaded.source, reason=loaded.reason))
+            else:
+                rows.append(_doc_row(loaded, item["file"], loaded.metadata.get("source", item["path"])))
+            if len(rows) == block_rows:
+                yield pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
+                rows = []
+    if rows:
+        yield pa.Table.from_pylist(rows, schema=ROW_SCHEMA)
 
 
 class StageWorker:
@@ -171,7 +179,6 @@ def index_paths_ray(
     progress: bool = True,
     address: str | None = None,
     workers: int | None = None,
-    group_docs: int = DEFAULT_GROUP_DOCS,
 ) -> IndexReport:
     """``index_paths`` on Ray: parsing in Ray tasks, embedding in an actor pool of ``workers``.
 
@@ -179,17 +186,17 @@ def index_paths_ray(
         collection: The collection, opened or created by the caller.
         paths, include, exclude, fields, prune, max_bytes, progress: As for
             ``indexer.job.index_paths``.
-        batch_docs: Documents per actor call (each call stages at least one segment).
+        batch_docs: Documents per commit group (default 128): the driver commits
+            the staged segments of about this many documents at once. An actor
+            call stages at most ``WORKER_BATCH_DOCS`` of them.
         address: A running Ray cluster (``"auto"``, ``"ray://host:10001"``...);
             ``None`` starts Ray on this machine and stops it after. A Ray
             already initialised in this process is used as it is.
         workers: Actors, one model each (default: this machine's cores, or the
-            cluster's CPUs).
-        group_docs: Documents per commit group (default 1024): the driver
-            commits the staged segments of about this many documents at once.
+            cluster's CPUs less one).
     """
-    if batch_docs < 1 or group_docs < 1:
-        raise BadInputError(f"batch and group sizes must be at least 1, got {batch_docs} and {group_docs}")
+    if batch_docs < 1:
+        raise BadInputError(f"batch size must be at least 1, got {batch_docs}")
     if workers is not None and workers < 1:
         raise BadInputError(f"workers must be at least 1, got {workers}")
     started = time.perf_counter()
@@ -197,7 +204,7 @@ def index_paths_ray(
     roots = [Path(p).expanduser() for p in paths]
     targets = [path for _root, path in walk(roots, include, exclude)]
     report.files = len(targets)
-    committer = _Committer(collection, report, fields, max_bytes, targets, group_docs)
+    committer = _Committer(collection, report, fields, max_bytes, targets, batch_docs)
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         if targets:
@@ -209,6 +216,7 @@ def index_paths_ray(
                     bar.update(batch.num_rows)
                     bar.set_postfix(chunks=report.written.chunks, skipped=len(report.skipped), refresh=False)
         committer.commit()
+        _tidy(report.written)
         assert not committer.folders, f"rows of staged segments never arrived: {sorted(committer.folders)}"
         if prune:
             report.written.merge(_prune(collection, roots, committer.seen, committer.failed_sources))
@@ -216,6 +224,13 @@ def index_paths_ray(
         bar.close()
         report.seconds = time.perf_counter() - started
     return report
+
+
+def _tidy(written: WriteReport) -> None:
+    """Each id once, and not as unchanged when it was written: duplicate ids restaged (see ``_Committer``) count once."""
+    written.added, written.updated = list(dict.fromkeys(written.added)), list(dict.fromkeys(written.updated))
+    done = set(written.added) | set(written.updated)
+    written.unchanged = [i for i in dict.fromkeys(written.unchanged) if i not in done]
 
 
 def _pipeline(
@@ -228,11 +243,18 @@ def _pipeline(
     context.enable_progress_bars = False  # the job has its own bar, counting documents
     items = [{"file": i, "path": str(path)} for i, path in enumerate(targets)]
     ds = ray.data.from_items(items, override_num_blocks=min(len(items), MAX_READ_BLOCKS))
-    ds = ds.flat_map(load_file, fn_kwargs={"fields": fields, "max_bytes": max_bytes}, num_cpus=0.5)
+    worker_batch = min(batch_docs, WORKER_BATCH_DOCS)
+    ds = ds.map_batches(
+        load_files,
+        fn_kwargs={"fields": fields, "max_bytes": max_bytes, "block_rows": worker_batch},
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=0.5,
+    )
     return ds.map_batches(
         StageWorker,
         fn_constructor_kwargs={"root": str(Path(collection.root).resolve()), "threads": threads},
-        batch_size=batch_docs,
+        batch_size=worker_batch,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1,
