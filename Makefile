@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all bench bench-quality bench-scale train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all bench bench-quality bench-scale bench-ray train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
+	@echo "make bench-ray      one process against the Ray job (2 workers) on 500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
@@ -58,6 +59,9 @@ bench-quality: install
 
 bench-scale: install
 	$(BIN)/python -m benchmarks.scale
+
+bench-ray: install
+	$(BIN)/python -m benchmarks.ray_scale --docs 500 --workers 2
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install

@@ -80,8 +80,8 @@ def _row_doc(row: dict[str, Any]) -> Document:
 def load_files(batch: "pa.Table", fields: FieldMap, max_bytes: int, block_rows: int) -> Iterator["pa.Table"]:
     """Rows of inputs (a ``map_batches`` generator): a ``"doc"`` or ``"error"`` row per item of ``load_path``.
 
-    Yields blocks of at most ``block_rows`` rows, so that one large input
-    (a BEIR corpus) still feeds every actor of the pool.
+    Yields tables of at most ``block_rows`` rows, so that a large input (a
+    BEIR corpus) streams rather than sits in memory whole.
 
     Args:
         batch: Columns ``file`` (index in the walk) and ``path`` (file or BEIR directory).
@@ -251,6 +251,7 @@ def _pipeline(
         batch_format="pyarrow",
         num_cpus=0.5,
     )
+    ds = ds.repartition(target_num_rows_per_block=worker_batch)  # streaming: one input still feeds every actor
     return ds.map_batches(
         StageWorker,
         fn_constructor_kwargs={"root": str(Path(collection.root).resolve()), "threads": threads},
@@ -337,7 +338,7 @@ class _Committer:
             self.unchanged.append(doc_id)
         elif kind == "metadata":
             self.metadata.append(_row_doc(row))
-        if self.ready_docs >= self.group_docs:
+        if self.ready_docs >= self.group_docs or len(self.metadata) >= self.group_docs:
             self.commit()
 
     def _count_staged(self, folder: str, docs: int) -> None:

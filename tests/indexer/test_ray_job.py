@@ -57,7 +57,7 @@ def test_ray_run_equals_local_run_on_scifact_slice(tmp_path, local_ray, scifact_
     local = _index(tmp_path / "local", tiny_model_dir, [scifact_slice], "local")
     distributed = _index(tmp_path / "ray", tiny_model_dir, [scifact_slice], "ray", batch_docs=96)
     assert local.to_dict() | {"seconds": 0} == distributed.to_dict() | {"seconds": 0}
-    queries = [json.loads(line)["text"] for line in (scifact_slice / "queries.jsonl").open()][:10]
+    queries = [" ".join(json.loads(line)["text"].split()[:8]) for line in (scifact_slice / "queries.jsonl").open()][:10]
     with Collection.open(tmp_path / "local") as a, Collection.open(tmp_path / "ray") as b:
         ids = sorted(a.ids())
         assert ids == sorted(b.ids()) and len(ids) > 500
