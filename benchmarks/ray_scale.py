@@ -69,7 +69,7 @@ def main() -> None:
         inputs = _slice(args.datasets / "scifact" / "corpus.jsonl", args.docs, work / "scifact.jsonl")
         local_s, local_spans = _run("local", inputs, work / "local", args.workers, None)
         started = time.perf_counter()
-        ray.init(address=args.address, num_cpus=None if args.address else args.workers + 1,
+        ray.init(address=args.address or "local", num_cpus=None if args.address else args.workers + 1,
                  include_dashboard=False, log_to_driver=False, logging_level="WARNING")  # fmt: skip
         ray_start_s = time.perf_counter() - started
         ray_s, ray_spans = _run("ray", inputs, work / "ray", args.workers, args.address)

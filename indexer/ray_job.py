@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
+import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +41,7 @@ from tqdm.auto import tqdm
 
 from indexer.job import MAX_BATCH_CHARS, IndexReport, _prune, _source_of
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, walk
-from retriever.collection import Collection, WriteReport
+from retriever.collection import STAGED_PREFIX, Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 
@@ -109,17 +111,24 @@ class StageWorker:
     segments of at most ``MAX_BATCH_CHARS`` of text each. A document that
     ``prepare`` refuses becomes an ``"error"`` row, as in the local job.
 
+    A staged segment is handed to the driver by its name: it is renamed to
+    carry the driver's host and process id, so that it lives as long as the
+    driver (which commits it), not as long as this actor (which Ray may stop
+    before the commit). A killed driver's segments are removed by the next writer.
+
     Args:
         root: The collection directory.
+        owner: ``"<host>-<pid>"`` of the driver.
         threads: Torch threads for this actor's encoder (``None`` leaves torch's default).
     """
 
-    def __init__(self, root: str, threads: int | None = None) -> None:
+    def __init__(self, root: str, owner: str, threads: int | None = None) -> None:
         if threads:
             import torch
 
             torch.set_num_threads(threads)
         self.collection = Collection.open(root)
+        self.owner = owner
 
     def __call__(self, batch: "pa.Table") -> "pa.Table":
         rows = batch.to_pylist()
@@ -141,7 +150,7 @@ class StageWorker:
     def _stage(self, rows: list[dict[str, Any]]) -> None:
         """Stage ``rows`` as one segment; if a document is bad, one segment per good document."""
         try:
-            folder = self.collection.prepare([_row_doc(row) for row in rows])
+            staged = self.collection.prepare([_row_doc(row) for row in rows])
         except BadInputError:
             if len(rows) > 1:
                 for row in rows:
@@ -149,6 +158,8 @@ class StageWorker:
             else:
                 rows[0].update(kind="error", reason=str(sys.exc_info()[1]), text="", title="")
             return
+        folder = staged.with_name(f"{STAGED_PREFIX}{self.owner}-{uuid.uuid4().hex}")
+        os.rename(staged, folder)
         for row in rows:
             row.update(kind="staged", folder=str(folder), folder_docs=len(rows), text="", title="")
 
@@ -254,7 +265,11 @@ def _pipeline(
     ds = ds.repartition(target_num_rows_per_block=worker_batch)  # streaming: one input still feeds every actor
     return ds.map_batches(
         StageWorker,
-        fn_constructor_kwargs={"root": str(Path(collection.root).resolve()), "threads": threads},
+        fn_constructor_kwargs={
+            "root": str(Path(collection.root).resolve()),
+            "owner": f"{socket.gethostname()}-{os.getpid()}",
+            "threads": threads,
+        },
         batch_size=worker_batch,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),
@@ -279,7 +294,7 @@ class _ray_session:
             local = self.address is None
             workers = self.workers or cores
             ray.init(
-                address=self.address,
+                address=self.address or "local",  # "local": a new Ray here, even where a cluster runs
                 num_cpus=workers + 1 if local else None,  # one more than the actors need: readers and driver
                 include_dashboard=False,
                 log_to_driver=False,
