@@ -29,6 +29,8 @@ WORKERS = 2
 @pytest.fixture(scope="module")
 def local_ray():
     """A Ray started once for the module; the job uses it as it is and leaves it running."""
+    if ray.is_initialized():  # another module's Ray has other resources; Ray Data starts one again when used
+        ray.shutdown()
     ray.init(address="local", num_cpus=WORKERS + 1, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
     yield
     ray.shutdown()
