@@ -20,6 +20,7 @@ Ray is an optional extra: ``pip install 'semsearch[ray]'``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -227,6 +228,7 @@ def index_paths_ray(
                     bar.update(batch.num_rows)
                     bar.set_postfix(chunks=report.written.chunks, skipped=len(report.skipped), refresh=False)
         committer.commit()
+        bar.set_postfix(chunks=report.written.chunks, skipped=len(report.skipped), refresh=False)
         _tidy(report.written)
         assert not committer.folders, f"rows of staged segments never arrived: {sorted(committer.folders)}"
         if prune:
@@ -286,8 +288,11 @@ class _ray_session:
 
     def __init__(self, address: str | None, workers: int | None) -> None:
         self.address, self.workers, self.started = address, workers, False
+        self.data_log = logging.getLogger("ray.data")
+        self.data_log_level = self.data_log.level
 
     def __enter__(self) -> tuple[int, int | None]:
+        self.data_log.setLevel(max(self.data_log_level, logging.WARNING))  # the job's bar says how it goes
         cores = os.cpu_count() or 1
         env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
         if not ray.is_initialized():
@@ -308,6 +313,7 @@ class _ray_session:
         return self.workers or max(1, int(ray.cluster_resources().get("CPU", 2)) - 1), None
 
     def __exit__(self, *exc) -> None:
+        self.data_log.setLevel(self.data_log_level)
         if self.started:
             ray.shutdown()
 
