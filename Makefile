@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-ray train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -17,8 +17,9 @@ help:
 	@echo "make test      run the test suite (slow benchmarks excluded)"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files"
-	@echo "make bench     quality (and speed) benchmarks on ../shared/datasets"
+	@echo "make bench     every benchmark below: quality, speed, scale and Ray (run them on a quiet machine)"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
+	@echo "make bench-ray      one process against the Ray job (2 workers) on 500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
@@ -58,7 +59,7 @@ test-all: install
 fuzz: install
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/hostile
 
-bench: bench-quality bench-speed bench-scale
+bench: bench-quality bench-speed bench-scale bench-ray
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
@@ -70,6 +71,9 @@ bench-scale: install
 # run; run them on a quiet machine (QUICK=1 for a smoke run).
 bench-speed: install
 	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
+
+bench-ray: install
+	$(BIN)/python -m benchmarks.ray_scale --docs 500 --workers 2
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install

@@ -55,6 +55,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR), "
                    "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
                    "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="embed in a Ray actor pool: on this machine, or on the running cluster at ADDRESS "
+                   "(needs pip install 'semsearch[ray]')")
+    p.add_argument("--workers", type=int, metavar="N", help="with --ray: actors, one model each "
+                   "(default: this machine's cores, or the cluster's CPUs)")
     p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -246,6 +251,13 @@ def cmd_index(args) -> int:
 
     if args.max_file_mb <= 0:
         raise UsageError("--max-file-mb must be positive")
+    if args.workers is not None and (args.ray is None or args.workers < 1):
+        raise UsageError("--workers needs --ray and a positive number")
+    if args.ray is not None:
+        try:
+            import indexer.ray_job  # noqa: F401  (fails here, before the collection is touched)
+        except ImportError:
+            raise UsageError("--ray needs Ray: pip install 'semsearch[ray]'") from None
     exists = os.path.exists(os.path.join(args.collection, MANIFEST))
     if exists:
         if args.catalog_url:
@@ -264,6 +276,9 @@ def cmd_index(args) -> int:
             batch_docs=args.batch_size or DEFAULT_BATCH_DOCS,
             max_bytes=int(args.max_file_mb * 1024 * 1024),
             progress=not args.quiet and not args.json,
+            engine="local" if args.ray is None else "ray",
+            ray_address=None if args.ray in (None, "local") else args.ray,
+            workers=args.workers,
         )
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))

@@ -21,6 +21,7 @@ from retriever.documents import Document
 from retriever.errors import BadInputError
 
 DEFAULT_BATCH_DOCS = 128
+ENGINES = ("local", "ray")
 MAX_BATCH_CHARS = 400_000  # about 400 chunks: bounds memory and keeps progress moving
 # What one bad document can raise; it is skipped with its reason. Other errors
 # (the collection locked or corrupt) stop the run: every document would fail.
@@ -86,6 +87,9 @@ def index_paths(
     batch_docs: int = DEFAULT_BATCH_DOCS,
     max_bytes: int = DEFAULT_MAX_BYTES,
     progress: bool = True,
+    engine: str = "local",
+    ray_address: str | None = None,
+    workers: int | None = None,
 ) -> IndexReport:
     """Index files, directories and BEIR corpora into ``collection``.
 
@@ -102,7 +106,22 @@ def index_paths(
             also commits once it holds ``MAX_BATCH_CHARS`` of text).
         max_bytes: Files larger than this are skipped (default 50 MB).
         progress: Show a progress bar on stderr.
+        engine: ``"local"`` (default: this process) or ``"ray"`` (Ray Data and an
+            actor pool, see ``indexer.ray_job``; needs ``pip install 'semsearch[ray]'``).
+        ray_address: With ``engine="ray"``, a running cluster to join; ``None``
+            starts Ray on this machine.
+        workers: With ``engine="ray"``, actors embedding in parallel (default:
+            the cores of this machine, or the CPUs of the cluster).
     """
+    if engine not in ENGINES:
+        raise BadInputError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if engine == "ray":
+        from indexer.ray_job import index_paths_ray  # Ray is an optional extra
+
+        return index_paths_ray(
+            collection, paths, include=include, exclude=exclude, fields=fields, prune=prune,
+            batch_docs=batch_docs, max_bytes=max_bytes, progress=progress, address=ray_address, workers=workers,
+        )  # fmt: skip
     if batch_docs < 1:
         raise BadInputError(f"batch size must be at least 1, got {batch_docs}")
     started = time.perf_counter()
