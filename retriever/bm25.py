@@ -129,6 +129,8 @@ def bm25_top(
     k: int,
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
+    *,
+    totals: tuple[int, float] | None = None,
 ) -> list[tuple[int, int, float]]:
     """BM25 over several segments with collection-wide statistics.
 
@@ -141,15 +143,18 @@ def bm25_top(
             masks deleted rows out of the statistics and the results, ``allowed``
             (a filter) out of the results only; either may be ``None``.
         query_terms: The analysed query (repeated terms count again).
+        totals: ``(live documents, their summed length)`` over all parts, when
+            the caller keeps them; computed from ``parts`` otherwise.
 
     Returns:
         Up to ``k`` ``(part index, row, score)`` with score > 0, best first.
     """
-    n_docs = 0
-    total_length = 0.0
-    for _, lengths, live, _ in parts:
-        n_docs += len(lengths) if live is None else int(live.sum())
-        total_length += float(lengths.sum() if live is None else lengths[live].sum())
+    if totals is None:
+        totals = (
+            sum(len(lengths) if live is None else int(live.sum()) for _, lengths, live, _ in parts),
+            sum(float(lengths.sum() if live is None else lengths[live].sum()) for _, lengths, live, _ in parts),
+        )
+    n_docs, total_length = totals
     if n_docs == 0:
         return []
     avgdl = max(total_length / n_docs, 1e-9)
@@ -177,7 +182,7 @@ def bm25_top(
             if scores[i] is None:
                 scores[i] = np.zeros(len(lengths), dtype=np.float32)
             scores[i][rows] += (multiplicity[term] * idf * tf / (tf + norm)).astype(np.float32)
-    candidates: list[tuple[float, int, int]] = []
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # score, part, row
     for i, part_scores in enumerate(scores):
         if part_scores is None:
             continue
@@ -186,10 +191,13 @@ def bm25_top(
             part_scores = np.where(allowed, part_scores, 0.0)
         rows = np.flatnonzero(part_scores > 0)
         if len(rows) > k:
-            rows = rows[np.argpartition(-part_scores[rows], k - 1)[:k]]
-        candidates.extend((float(part_scores[r]), i, int(r)) for r in rows)
-    candidates.sort(key=lambda c: -c[0])
-    return [(i, row, score) for score, i, row in candidates[:k]]
+            rows = np.sort(rows[np.argpartition(-part_scores[rows], k - 1)[:k]])
+        found.append((part_scores[rows], np.full(len(rows), i), rows))
+    if not found:
+        return []
+    all_scores, part_of, rows = (np.concatenate(column) for column in zip(*found))
+    best = np.argsort(-all_scores, kind="stable")[:k]  # ties keep segment order, then row order
+    return list(zip(part_of[best].tolist(), rows[best].tolist(), all_scores[best].tolist()))
 
 
 def _pack(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -30,6 +30,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    bindparam,
     create_engine,
     delete,
     event,
@@ -63,6 +64,10 @@ documents = Table(
 )
 
 fields = fields_table(metadata_obj)
+
+# built once: a search's display-field read is on the query path
+_BY_KEYS = select(documents).where(documents.c.key.in_(bindparam("keys", expanding=True)))
+_BY_IDS = select(documents).where(documents.c.id.in_(bindparam("ids", expanding=True)))
 
 state = Table(
     "semsearch_state",
@@ -301,7 +306,7 @@ class Catalog:
         found: dict[str, StoredDocument] = {}
         with self.engine.connect() as conn:
             for part in _chunked(list(ids)):
-                for row in conn.execute(select(documents).where(documents.c.id.in_(part))):
+                for row in conn.execute(_BY_IDS, {"ids": part}):
                     found[row.id] = _stored(row)
         return found
 
@@ -310,7 +315,7 @@ class Catalog:
         found: dict[int, StoredDocument] = {}
         with self.engine.connect() as conn:
             for part in _chunked([int(k) for k in keys]):
-                for row in conn.execute(select(documents).where(documents.c.key.in_(part))):
+                for row in conn.execute(_BY_KEYS, {"keys": part}):
                     found[row.key] = _stored(row)
         return found
 
@@ -322,7 +327,7 @@ class Catalog:
         """Sorted keys of documents whose metadata satisfies ``where`` (int64)."""
         plan = FilterPlan(where, fields, documents)
         with self.engine.connect() as conn:
-            rows = [row for statement in plan.statements() for row in conn.execute(statement)]
+            rows = [row for statement in plan.statements() for row in conn.execute(statement).all()]
         return plan.evaluate(rows)
 
     def ids_by_source(self, prefix: str) -> dict[str, str]:

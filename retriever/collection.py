@@ -406,7 +406,7 @@ class Collection:
         self, view: View, query_vector: np.ndarray, k: int, allowed: list[np.ndarray] | None, exact: bool
     ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
         """Top ``k`` documents (by key) by their best chunk's cosine, and where that chunk is."""
-        candidates: list[tuple[float, int, int, int]] = []  # score, part, doc row, chunk row
+        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # score, part, doc row, chunk row
         policy = self.index_policy
         if exact:
             policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
@@ -431,12 +431,15 @@ class Collection:
                 if len(first) >= k or fetch >= available:
                     break
                 fetch = min(available, fetch * 4)
-            candidates.extend(
-                (float(chunk_scores[j]), i, int(docs[j]), int(chunk_rows[j])) for j in first
-            )
-        candidates.sort(key=lambda c: -c[0])
+            found.append((chunk_scores[first], np.full(len(first), i), docs[first], chunk_rows[first]))
+        if not found:
+            return [], {}
+        scores, part_of, doc_rows, chunk_rows = (np.concatenate(column) for column in zip(*found))
+        best = np.argsort(-scores, kind="stable")[:k]  # ties keep segment order, then row order
         ranked, where = [], {}
-        for score, i, doc_row, chunk_row in candidates[:k]:
+        for score, i, doc_row, chunk_row in zip(
+            scores[best].tolist(), part_of[best].tolist(), doc_rows[best].tolist(), chunk_rows[best].tolist()
+        ):
             key = int(view.parts[i].segment.keys[doc_row])
             ranked.append((key, score))
             where[key] = (i, chunk_row)
@@ -451,7 +454,9 @@ class Collection:
             for i, p in enumerate(view.parts)
         ]
         settings = self.manifest.bm25
-        top = bm25_top(parts, self.analyzer(query), k, settings["k1"], settings["b"])
+        top = bm25_top(
+            parts, self.analyzer(query), k, settings["k1"], settings["b"], totals=(view.n_live_docs, view.live_length)
+        )
         ranked, rows = [], {}
         for i, row, score in top:
             key = int(view.parts[i].segment.keys[row])

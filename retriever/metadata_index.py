@@ -17,6 +17,7 @@ never nests, however deep the filter.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Iterator
 
 import numpy as np
@@ -41,8 +42,9 @@ def fields_table(metadata_obj) -> Table:
         Column("num", Float, nullable=True),
         Column("str", Text, nullable=True),
     )
-    Index("ix_semsearch_fields_num", table.c.field, table.c.num, table.c.key)
-    Index("ix_semsearch_fields_str", table.c.field, table.c.str, table.c.key)
+    # covering: a leaf lookup (field, kind, value) reads its keys from the index alone
+    Index("ix_semsearch_fields_num", table.c.field, table.c.kind, table.c.num, table.c.key)
+    Index("ix_semsearch_fields_str", table.c.field, table.c.kind, table.c.str, table.c.key)
     return table
 
 
@@ -102,7 +104,8 @@ class FilterPlan:
 
     def evaluate(self, rows: list[tuple[int, int]]) -> np.ndarray:
         """The sorted keys matching the filter, from the ``(leaf, key)`` rows of ``statements``."""
-        pairs = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
+        flat = itertools.chain.from_iterable(rows)  # not np.asarray(rows): it probes each row object
+        pairs = np.fromiter(flat, dtype=np.int64, count=2 * len(rows)).reshape(-1, 2)
         order = np.lexsort((pairs[:, 1], pairs[:, 0]))
         pairs = pairs[order]
         bounds = np.searchsorted(pairs[:, 0], np.arange(-1, len(self.leaves) + 1))

@@ -180,7 +180,7 @@ class Segment:
             self.text_offsets = self._array("text_offsets")
             self.doc_lengths = self._array("doc_lengths")
             self.text_blob = (
-                np.memmap(self.folder / "text.bin", dtype=np.uint8, mode="r")
+                np.asarray(np.memmap(self.folder / "text.bin", dtype=np.uint8, mode="r"))
                 if self.text_offsets[-1]
                 else np.zeros(0, np.uint8)
             )
@@ -202,7 +202,8 @@ class Segment:
         self.index = vector_index.read(self.folder / "vectors.faiss", self.meta["index"])
 
     def _array(self, name: str) -> np.ndarray:
-        return np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+        # a plain ndarray over the mapping: pages still shared, slicing without memmap's per-slice cost
+        return np.asarray(np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False))
 
     @property
     def n_docs(self) -> int:

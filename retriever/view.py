@@ -7,6 +7,7 @@ replaces, so a new generation costs a reader only its new files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Sequence
 
@@ -47,6 +48,12 @@ class SegmentView:
         live_chunks = live_docs[segment.chunk_doc]
         return cls(ref, segment, deleted, live_docs, live_chunks, int(live_docs.sum()), int(live_chunks.sum()))
 
+    @cached_property
+    def live_length(self) -> float:
+        """Summed BM25 length of the live documents."""
+        lengths = self.segment.doc_lengths
+        return float(lengths.sum() if self.live_docs is None else lengths[self.live_docs].sum())
+
     def allowed_docs(self, keys: np.ndarray) -> np.ndarray:
         """Bool mask of live rows whose key is in ``keys`` (sorted int64)."""
         rows = self.segment.rows_of(keys)
@@ -67,6 +74,11 @@ class View:
     @property
     def n_live_docs(self) -> int:
         return sum(p.n_live_docs for p in self.parts)
+
+    @cached_property
+    def live_length(self) -> float:
+        """Summed BM25 length of the live documents of every part."""
+        return sum(p.live_length for p in self.parts)
 
     def find(self, key: int) -> tuple[int, int] | None:
         """``(part index, document row)`` of the live document with ``key``, or ``None``."""
