@@ -161,27 +161,29 @@ def bm25_top(
     multiplicity: dict[str, int] = {}
     for term in query_terms:
         multiplicity[term] = multiplicity.get(term, 0) + 1
+    terms = list(multiplicity)
+    # per part, the live postings of every query term at once, term after term
+    gathered: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
+    df = np.zeros(len(terms), dtype=np.int64)
+    for postings, _, live, _ in parts:
+        rows, tf, term_of = _query_postings(postings, terms)
+        if live is not None and len(rows):
+            keep = live[rows]
+            rows, tf, term_of = rows[keep], tf[keep], term_of[keep]
+        df += np.bincount(term_of, minlength=len(terms))
+        gathered.append((rows, tf, term_of) if len(rows) else None)
+    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    weight = np.asarray([multiplicity[t] for t in terms]) * idf
     scores = [None] * len(parts)
-    for term in multiplicity:
-        found, df = [], 0
-        for postings, _, live, _ in parts:
-            rows, tf = postings.of(term)
-            if live is not None and len(rows):
-                keep = live[rows]
-                rows, tf = rows[keep], tf[keep]
-            found.append((rows, tf))
-            df += len(rows)
-        if df == 0:
+    for i, postings_of_query in enumerate(gathered):
+        if postings_of_query is None:
             continue
-        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-        for i, (rows, tf) in enumerate(found):
-            if not len(rows):
-                continue
-            lengths = parts[i][1]
-            norm = k1 * (1 - b + b * lengths[rows] / avgdl)
-            if scores[i] is None:
-                scores[i] = np.zeros(len(lengths), dtype=np.float32)
-            scores[i][rows] += (multiplicity[term] * idf * tf / (tf + norm)).astype(np.float32)
+        rows, tf, term_of = postings_of_query
+        lengths = parts[i][1]
+        norm = k1 * (1 - b + b * lengths[rows] / avgdl)
+        scores[i] = np.zeros(len(lengths), dtype=np.float32)
+        # unbuffered and in posting order: float32 sums as adding term by term gives
+        np.add.at(scores[i], rows, (weight[term_of] * tf / (tf + norm)).astype(np.float32))
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # score, part, row
     for i, part_scores in enumerate(scores):
         if part_scores is None:
@@ -198,6 +200,21 @@ def bm25_top(
     all_scores, part_of, rows = (np.concatenate(column) for column in zip(*found))
     best = np.argsort(-all_scores, kind="stable")[:k]  # ties keep segment order, then row order
     return list(zip(part_of[best].tolist(), rows[best].tolist(), all_scores[best].tolist()))
+
+
+def _query_postings(postings: Postings, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rows, tf, term index)`` of every posting of ``terms`` in one segment, grouped by term."""
+    spans = []
+    for j, term in enumerate(terms):
+        t = postings.vocabulary.get(term)
+        if t is not None:
+            spans.append((j, int(postings.indptr[t]), int(postings.indptr[t + 1])))
+    if not spans:
+        return postings.rows[:0], postings.tf[:0], np.zeros(0, dtype=np.int64)
+    rows = np.concatenate([postings.rows[lo:hi] for _, lo, hi in spans])
+    tf = np.concatenate([postings.tf[lo:hi] for _, lo, hi in spans])
+    term_of = np.repeat(np.asarray([j for j, _, _ in spans]), [hi - lo for _, lo, hi in spans])
+    return rows, tf, term_of
 
 
 def _pack(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

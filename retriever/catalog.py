@@ -66,7 +66,10 @@ documents = Table(
 fields = fields_table(metadata_obj)
 
 # built once: a search's display-field read is on the query path
-_BY_KEYS = select(documents).where(documents.c.key.in_(bindparam("keys", expanding=True)))
+_BY_KEYS_SQL = (  # the columns in StoredDocument's order; names quoted for every SQL dialect
+    'SELECT "id", "key", "title", "meta", "content_hash", "text_hash", "n_chunks" '
+    f'FROM {documents.name} WHERE "key" IN ({{keys}})'
+)
 _BY_IDS = select(documents).where(documents.c.id.in_(bindparam("ids", expanding=True)))
 
 state = Table(
@@ -311,12 +314,22 @@ class Catalog:
         return found
 
     def by_keys(self, keys: Sequence[int]) -> dict[int, StoredDocument]:
-        """Rows of the given keys (one query per 500 keys), by key."""
+        """Rows of the given keys (one query per 500 keys), by key.
+
+        On the query path: the statement goes to the driver's own cursor, with
+        the keys (integers, checked by ``int``) written into it, which saves
+        most of a millisecond of SQLAlchemy's per-execution work per search.
+        """
         found: dict[int, StoredDocument] = {}
         with self.engine.connect() as conn:
-            for part in _chunked([int(k) for k in keys]):
-                for row in conn.execute(_BY_KEYS, {"keys": part}):
-                    found[row.key] = _stored(row)
+            cursor = conn.connection.driver_connection.cursor()
+            try:
+                for part in _chunked([int(k) for k in keys]):
+                    cursor.execute(_BY_KEYS_SQL.format(keys=",".join(map(str, part))))
+                    for row in cursor.fetchall():
+                        found[row[1]] = _stored_tuple(row)
+            finally:
+                cursor.close()
         return found
 
     def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
@@ -366,6 +379,13 @@ class Catalog:
             keys = np.fromiter(conn.execute(select(documents.c.key)).scalars(), dtype=np.int64)
         keys.sort()
         return keys
+
+
+def _stored_tuple(row: tuple) -> StoredDocument:
+    """A driver's row of ``_BY_KEYS_SQL``; JSON arrives as text (SQLite) or parsed (PostgreSQL)."""
+    doc_id, key, title, meta, content_hash, text_hash, n_chunks = row
+    meta = json.loads(meta) if isinstance(meta, (str, bytes)) else meta
+    return StoredDocument(doc_id, key, title, dict(meta or {}), content_hash, text_hash, n_chunks)
 
 
 def _stored(row) -> StoredDocument:

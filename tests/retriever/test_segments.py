@@ -186,13 +186,16 @@ def test_bring_your_own_vectors(tmp_path, tiny_embedder, tiny_model_dir):
 
 
 def test_query_path_asks_the_catalog_once(layered):
-    layered.search("tea", k=5)  # views loaded
     statements = []
 
-    def count(conn, cursor, statement, *args):
-        statements.append(statement)
+    def trace(dbapi_connection, _record):  # SQLite's own log: statements sent past SQLAlchemy count too
+        dbapi_connection.set_trace_callback(
+            lambda sql: statements.append(sql) if sql.lstrip().upper().startswith("SELECT") else None
+        )
 
-    event.listen(layered.catalog.engine, "before_cursor_execute", count)
+    layered.catalog.engine.dispose()
+    event.listen(layered.catalog.engine, "connect", trace)
+    layered.search("tea", k=5)  # views loaded
     try:
         for mode in ("dense", "bm25", "hybrid"):
             statements.clear()
@@ -202,7 +205,7 @@ def test_query_path_asks_the_catalog_once(layered):
             assert layered.search("tea rivers", k=5, mode=mode, where={"g": 2})
             assert len(statements) == 2, statements  # and the filter's keys
     finally:
-        event.remove(layered.catalog.engine, "before_cursor_execute", count)
+        event.remove(layered.catalog.engine, "connect", trace)
 
 
 def test_metadata_only_change_is_seen_at_once_by_another_reader(layered, tiny_embedder):
