@@ -37,6 +37,7 @@ import json
 import logging
 import os
 import re
+import threading
 import warnings
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -332,6 +333,9 @@ def create_app(
     async def lifespan(_app: FastAPI):
         if warm_up:
             collection.embed(["warm up"])
+            # the write path's tokenizer costs seconds to import: load it now, beside the first
+            # searches, so that the first write is not stopped by its deadline
+            threading.Thread(target=lambda: collection.embedder.tokenizer, name="warm-up-writes", daemon=True).start()
         collection.embedder.batch_queries()  # concurrent searches are encoded together
         yield
         collection.close()

@@ -4,7 +4,9 @@ Segments fall into tiers by live chunk count: tier 0 below
 ``floor_chunks * factor``, each next tier ``factor`` times larger. When a
 tier holds ``factor`` segments, its ``factor`` smallest merge into one of the
 next tier, so every chunk is rewritten about ``log_factor(N / floor)`` times
-over a collection's life. After a commit at most one merge runs, and only
+over a collection's life. Tier 0 merges sooner, at ``small_factor`` segments:
+a small segment costs a search a fixed amount (about 0.1 ms dense, 0.25 ms
+hybrid) that is worth more than rewriting a few thousand chunks once more. After a commit at most one merge runs, and only
 one whose result stays under ``max_commit_merge_chunks``: a write costs the
 batch plus a bounded merge, never the collection. Larger merges (and the
 removal of every deleted row) happen in ``Collection.compact``.
@@ -24,6 +26,8 @@ class MergePolicy:
     """Attributes:
     factor: Segments per tier before they merge (default 10).
     floor_chunks: Segments below this size count as this size (default 1,000).
+    small_factor: Segments in tier 0 (under ``floor_chunks * factor``) before
+        they merge (default 3).
     max_commit_merge_chunks: Largest merge run after a commit (default 100,000 chunks).
     max_deleted_share: A segment with more deleted rows than this share is
         rewritten on its own (default 0.5).
@@ -31,6 +35,7 @@ class MergePolicy:
 
     factor: int = 10
     floor_chunks: int = 1_000
+    small_factor: int = 3
     max_commit_merge_chunks: int = 100_000
     max_deleted_share: float = 0.5
 
@@ -52,8 +57,9 @@ class MergePolicy:
             tiers.setdefault(self.tier(part.n_live_chunks), []).append(part)
         for level in sorted(tiers):
             members = sorted(tiers[level], key=lambda p: p.n_live_chunks)
-            if len(members) >= self.factor:
-                chosen = members[: self.factor]
+            fan_in = min(self.small_factor, self.factor) if level == 0 else self.factor
+            if len(members) >= fan_in:
+                chosen = members[:fan_in]
                 if sum(p.n_live_chunks for p in chosen) <= self.max_commit_merge_chunks:
                     return [p.ref.name for p in chosen]
         for part in parts:

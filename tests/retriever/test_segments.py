@@ -56,7 +56,7 @@ ranking = Ranking
 @pytest.fixture
 def layered(tmp_path, tiny_embedder):
     """Three commits, replacements and deletions: several segments with deletion files."""
-    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=50))
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=50, small_factor=50))
     col.add(docs(0, 40))
     col.add(docs(40, 40))
     col.upsert([{**d, "text": d["text"] + " replaced"} for d in docs(10, 15)])
@@ -104,7 +104,8 @@ def test_bm25_scores_use_collection_wide_statistics(layered):
 
 
 def test_compact_merges_into_one_segment_and_drops_deleted_rows(tmp_path, tiny_embedder):
-    col = Collection.create(tmp_path / "col", tiny_embedder)
+    no_merges = MergePolicy(factor=50, small_factor=50)  # four segments until compact
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=no_merges)
     for start in range(0, 400, 100):
         col.add(docs(start, 100))
     col.delete([f"d{i:04d}" for i in range(0, 400, 2)])
@@ -129,6 +130,17 @@ def test_tiered_merge_after_commits(tmp_path, tiny_embedder):
     assert len(col) == 60 and {h.id for h in col.search("tea", k=60, mode="bm25")} <= set(col.ids())
     on_disk = sorted(p.name for p in (col.root / SEGMENTS_DIR).iterdir())
     assert on_disk == [ref.name for ref in col.catalog.state().segments]
+
+
+def test_small_segments_merge_at_the_small_fan_in(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(small_factor=3))
+    counts = []
+    for start in range(0, 20, 5):
+        col.add(docs(start, 5))
+        counts.append(len(col._current().parts))
+    assert counts == [1, 2, 1, 2]  # the third small segment merged the three
+    assert sorted(col.ids()) == sorted(d["id"] for d in docs(0, 20))
+    col.close()
 
 
 def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(tmp_path, tiny_embedder):
