@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-ray train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
 	@echo "make bench-ray      one process against the Ray job (2 workers) on 500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
+	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
@@ -59,13 +60,17 @@ test-all: install
 fuzz: install
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/hostile
 
-bench: bench-quality bench-speed bench-scale bench-ray
+bench: bench-quality bench-speed bench-scale bench-index bench-ray
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
 
 bench-scale: install
 	$(BIN)/python -m benchmarks.scale
+
+# Exact, IVF and HNSW on 100k clustered vectors: build, p50, recall, 1% filter.
+bench-index: install
+	$(BIN)/python -m benchmarks.index_choice
 
 # Speed figures are ratios to sentence-transformers + FAISS measured in the same
 # run; run them on a quiet machine (QUICK=1 for a smoke run).

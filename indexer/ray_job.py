@@ -42,6 +42,7 @@ from tqdm.auto import tqdm
 
 from indexer.job import MAX_BATCH_CHARS, IndexReport, _prune, _source_of
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, walk
+from retriever import threads as thread_settings
 from retriever.collection import STAGED_PREFIX, Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
@@ -120,13 +121,15 @@ class StageWorker:
     Args:
         root: The collection directory.
         owner: ``"<host>-<pid>"`` of the driver.
-        threads: Torch threads for this actor's encoder (``None`` leaves torch's default).
+        threads: Encoder threads for this actor, whichever backend runs (``None``:
+            the backend's default, every core this process may use).
     """
 
     def __init__(self, root: str, owner: str, threads: int | None = None) -> None:
-        if threads:
+        if threads:  # actors share the cores: without this, each would run a thread per core
             import torch
 
+            os.environ[thread_settings.THREADS_ENV] = str(threads)  # ONNX Runtime and OpenVINO
             torch.set_num_threads(threads)
         self.collection = Collection.open(root)
         self.owner = owner
