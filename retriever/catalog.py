@@ -330,6 +330,7 @@ class Catalog:
                         found[row[1]] = _stored_tuple(row)
             finally:
                 cursor.close()
+                conn.connection.driver_connection.rollback()  # end the read: PostgreSQL opened a transaction
         return found
 
     def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:

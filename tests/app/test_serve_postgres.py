@@ -48,7 +48,7 @@ def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgre
             route = "/documents/" + urllib.parse.quote(doc["id"], safe="")
             assert b.call("GET", route) == (200, {k: doc[k] for k in ("id", "title", "text", "metadata")})
             _, found = b.search(query="lava eruptions", k=3, where={"lang": "en"})
-            assert found["hits"][0]["id"] == "volcano/1"
+            assert "volcano/1" in [hit["id"] for hit in found["hits"]]  # b searches a's commit (rank: a random model)
 
             assert b.call("DELETE", "/documents/tea") == (200, {"deleted": "tea"})
             assert a.call("GET", "/documents/tea")[0] == 404
