@@ -130,7 +130,7 @@ def bm25_top(
     k1: float = DEFAULT_K1,
     b: float = DEFAULT_B,
     *,
-    totals: tuple[int, float] | None = None,
+    totals: tuple[int, float],
 ) -> list[tuple[int, int, float]]:
     """BM25 over several segments with collection-wide statistics.
 
@@ -143,17 +143,12 @@ def bm25_top(
             masks deleted rows out of the statistics and the results, ``allowed``
             (a filter) out of the results only; either may be ``None``.
         query_terms: The analysed query (repeated terms count again).
-        totals: ``(live documents, their summed length)`` over all parts, when
-            the caller keeps them; computed from ``parts`` otherwise.
+        totals: ``(live documents, their summed length)`` over all parts (a
+            view keeps them: ``View.n_live_docs``, ``View.live_length``).
 
     Returns:
         Up to ``k`` ``(part index, row, score)`` with score > 0, best first.
     """
-    if totals is None:
-        totals = (
-            sum(len(lengths) if live is None else int(live.sum()) for _, lengths, live, _ in parts),
-            sum(float(lengths.sum() if live is None else lengths[live].sum()) for _, lengths, live, _ in parts),
-        )
     n_docs, total_length = totals
     if n_docs == 0:
         return []

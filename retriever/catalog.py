@@ -327,7 +327,7 @@ class Catalog:
                 for part in _chunked([int(k) for k in keys]):
                     cursor.execute(_BY_KEYS_SQL.format(keys=",".join(map(str, part))))
                     for row in cursor.fetchall():
-                        found[row[1]] = _stored_tuple(row)
+                        found[row[1]] = _stored(row)
             finally:
                 cursor.close()
                 conn.connection.driver_connection.rollback()  # end the read: PostgreSQL opened a transaction
@@ -382,12 +382,11 @@ class Catalog:
         return keys
 
 
-def _stored_tuple(row: tuple) -> StoredDocument:
-    """A driver's row of ``_BY_KEYS_SQL``; JSON arrives as text (SQLite) or parsed (PostgreSQL)."""
-    doc_id, key, title, meta, content_hash, text_hash, n_chunks = row
+def _stored(row: Sequence) -> StoredDocument:
+    """A ``documents`` row (SQLAlchemy's, or the driver's from ``_BY_KEYS_SQL``): its first seven columns.
+
+    JSON arrives parsed through SQLAlchemy and PostgreSQL's driver, as text from SQLite's.
+    """
+    doc_id, key, title, meta, content_hash, text_hash, n_chunks = tuple(row)[:7]
     meta = json.loads(meta) if isinstance(meta, (str, bytes)) else meta
     return StoredDocument(doc_id, key, title, dict(meta or {}), content_hash, text_hash, n_chunks)
-
-
-def _stored(row) -> StoredDocument:
-    return StoredDocument(row.id, row.key, row.title, dict(row.meta or {}), row.content_hash, row.text_hash, row.n_chunks)

@@ -5,10 +5,11 @@ Segments fall into tiers by live chunk count: tier 0 below
 tier holds ``factor`` segments, its ``factor`` smallest merge into one of the
 next tier, so every chunk is rewritten about ``log_factor(N / floor)`` times
 over a collection's life. Tier 0 merges sooner, at ``small_factor`` segments:
-a small segment costs a search a fixed amount (about 0.1 ms dense, 0.25 ms
-hybrid) that is worth more than rewriting a few thousand chunks once more. After a commit at most one merge runs, and only
-one whose result stays under ``max_commit_merge_chunks``: a write costs the
-batch plus a bounded merge, never the collection. Larger merges (and the
+a small segment costs every search a fixed amount (about 0.15 ms dense,
+0.3 ms hybrid), more than rewriting a few thousand chunks once more is worth.
+After a commit at most one merge runs, and only one whose result stays under
+``max_commit_merge_chunks``: a write costs the batch plus a bounded merge,
+never the collection. Larger merges (and the
 removal of every deleted row) happen in ``Collection.compact``.
 """
 
