@@ -27,8 +27,10 @@ class MicroBatcher(Generic[Item, Result]):
         fn: Maps a list of items to a list of results, in the same order.
         max_batch: Most items per call of ``fn`` (default 64).
         max_wait_s: How long the worker waits for more items after the first
-            one of a batch arrived (default 0.002 s). Items that queue up while
-            ``fn`` runs join the next batch without waiting.
+            one of a batch arrived (default 0.002 s), while calls arrive
+            together (the last batch held more than one): a lone caller does
+            not wait. Items that queue up while ``fn`` runs join the next
+            batch without waiting.
     """
 
     def __init__(self, fn: Callable[[list[Item]], Sequence[Result]], max_batch: int = 64, max_wait_s: float = 0.002):
@@ -39,6 +41,7 @@ class MicroBatcher(Generic[Item, Result]):
         self._worker: threading.Thread | None = None
         self._start = threading.Lock()
         self.batches = 0  # calls of fn so far, for inspection
+        self._last_batch_size = 0
 
     def submit(self, item: Item) -> Future:
         """Queue ``item``; the future resolves to its result (or raises what ``fn`` raised)."""
@@ -65,12 +68,13 @@ class MicroBatcher(Generic[Item, Result]):
                 batch.append(self._queue.get_nowait())
             except queue.Empty:
                 break
-        if len(batch) < self.max_batch and self.max_wait_s > 0:
+        if len(batch) < self.max_batch and self.max_wait_s > 0 and (len(batch) > 1 or self._last_batch_size > 1):
             try:
                 while len(batch) < self.max_batch:
                     batch.append(self._queue.get(timeout=self.max_wait_s))
             except queue.Empty:
                 pass
+        self._last_batch_size = len(batch)
         return batch
 
     def _loop(self) -> None:

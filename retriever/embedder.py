@@ -216,10 +216,13 @@ class Embedder:
         For servers: calls of ``embed`` with at most ``QUERY_BATCH`` texts,
         from any thread, are merged by a ``retriever.batching.BatchedBackend``
         (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
-        Each caller still gets exactly its own vectors.
+        Each caller still gets exactly its own vectors. A backend with
+        fixed-shape graphs for small inputs compiles them all here.
         """
         from retriever.batching import BatchedBackend
 
+        if hasattr(self._backend, "compile_fixed_shapes"):  # the shapes of batched queries, before the first
+            self._backend.compile_fixed_shapes()
         if not isinstance(self._backend, BatchedBackend):
             self._backend = BatchedBackend(self._backend, max_batch, max_wait_s)
 

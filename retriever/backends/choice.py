@@ -23,6 +23,8 @@ import numpy as np
 from retriever.atomic import atomic_write_text
 
 MIN_COSINE = 0.9999
+#: Bumped when the backends change in ways that may change the winner: older decisions are measured again.
+SCHEME = 2
 #: Flags that decide which precisions a CPU runs fast.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx_vnni")
 
@@ -79,7 +81,9 @@ def choice_key(weights_sha256: str, info: dict | None = None) -> str:
             versions[module] = version(module)
         except Exception:  # noqa: BLE001 - not installed
             versions[module] = None
-    payload = json.dumps({"cpu": info or cpu_info(), "versions": versions, "weights": weights_sha256}, sort_keys=True)
+    payload = json.dumps(
+        {"cpu": info or cpu_info(), "versions": versions, "weights": weights_sha256, "scheme": SCHEME}, sort_keys=True
+    )
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -66,6 +66,33 @@ def test_lossless_backends_match_torch_on_minilm(minilm_reference, backend):
     assert choice.min_cosine(vectors, reference) >= 0.9999
 
 
+@pytest.mark.parametrize("precision", ["fp32"] + (["bf16"] if BF16 else []))
+def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_dir, tiny_reference, precision):
+    """Inputs padded to fixed-shape graphs (rows and tokens) get the vectors of the unpadded dynamic run."""
+    from retriever.backends.openvino_backend import FIXED_ROWS, FIXED_TOKENS, OpenVinoBackend
+
+    assert (FIXED_ROWS, FIXED_TOKENS) == ((1, 4, 8), (16, 32, 64))  # the shapes asserted below
+
+    cache, _ = tiny_reference
+    Embedder(tiny_model_dir, backend="openvino", cache_dir=cache)  # exports the graph
+    graph = find_export(tiny_model_dir, cache).onnx_path
+    fixed = OpenVinoBackend(graph, precision, threads=1)
+    dynamic = OpenVinoBackend(graph, precision, threads=1, fixed_shapes=False)
+    rng = np.random.default_rng(0)
+    longest = FIXED_TOKENS[-1]
+    shapes = [(1, 1), (1, 8), (1, 9), (1, 33), (1, longest), (3, 20), (8, 5), (19, 12), (1, longest + 1), (5, longest + 2)]  # the tiny model reads 66
+    for rows, tokens in shapes:
+        ids = rng.integers(1000, 2000, size=(rows, tokens)).astype(np.int64)
+        mask = np.ones_like(ids)
+        mask[1:, tokens // 2 :] = 0  # rows of different lengths in one batch
+        got, expected = fixed.run(ids, mask), dynamic.run(ids, mask)
+        assert got.shape == expected.shape == (rows, got.shape[1])
+        assert choice.min_cosine(got, expected) >= (0.99999 if precision == "fp32" else 0.9999), (rows, tokens)
+    # 19 rows run as 8 + 8 + 3 (padded to 4); the last two shapes are too long for a fixed graph
+    assert fixed.fixed_shapes_compiled == [(1, 16), (1, 64), (4, 16), (4, 32), (8, 16)]
+    assert dynamic.fixed_shapes_compiled == []
+
+
 @pytest.mark.parametrize("backend", ["onnx-int8", "openvino-int8"])
 def test_int8_is_close_but_only_when_asked(minilm_reference, backend):
     cache, reference = minilm_reference

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -34,12 +35,29 @@ def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_works():
             raise ValueError("negative")
         return items
 
-    batcher = MicroBatcher(fail_on_negative, max_wait_s=0.05)
+    release = threading.Event()
+
+    def hold_first_then(items):
+        release.wait(5)  # the items below queue up behind the first batch and run as one
+        return fail_on_negative(items)
+
+    batcher = MicroBatcher(hold_first_then, max_wait_s=0.05)
+    first = batcher.submit(1)
     bad = [batcher.submit(-1), batcher.submit(2)]
+    release.set()
+    assert first.result(10) == 1
     for future in bad:
         with pytest.raises(ValueError, match="negative"):
             future.result(10)
     assert batcher(3, timeout=10) == 3
+
+
+def test_a_lone_caller_does_not_wait_for_company():
+    batcher = MicroBatcher(lambda items: [i + 1 for i in items], max_wait_s=30)
+    started = time.monotonic()
+    assert [batcher(i, timeout=60) for i in range(3)] == [1, 2, 3]
+    assert time.monotonic() - started < 15  # a wait would have taken 30 s per call
+    assert batcher.batches == 3
 
 
 def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, tmp_path):
