@@ -47,11 +47,11 @@ from retriever.collection import STAGED_PREFIX, Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 
-WORKER_BATCH_DOCS = 64  # most documents per actor call, and so per staged segment
+WORKER_BATCH_DOCS = 128  # most documents per actor call, and so per staged segment
 MAX_READ_BLOCKS = 1000  # blocks of input paths: the parallelism of reading and parsing
 # Environment a worker needs from the driver (offline model loading, catalog password).
 FORWARDED_ENV = (
-    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM",
+    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "SEMSEARCH_BACKEND",
     "SEMSEARCH_CATALOG_PASSWORD", "SEMSEARCH_CATALOG_PASSWORD_FILE",
 )  # fmt: skip
 

@@ -6,8 +6,10 @@ a small machine that is busy with something else, spinning threads of one
 library starve the others (a 24 ms search became 0.5 s on a 2-core CPU with a
 second busy process). So: every library gets the cores this process may
 actually run on (``os.sched_getaffinity``, capped by a container's CPU quota),
-OpenMP waits passively, and the Rust tokenizer stays single-threaded inside a
-request.
+OpenMP waits passively, OpenVINO does not pin its threads to cores (it pins
+each process's threads to the same first cores: two one-thread Ray actors
+shared one core of two), and the Rust tokenizer stays single-threaded inside
+a request.
 
 ``set_environment()`` must run before torch, FAISS or ONNX Runtime are
 imported (``retriever/__init__.py`` calls it first); ``apply()`` sets the
@@ -118,4 +120,5 @@ def openvino_config(threads: int | None = None) -> dict:
         "INFERENCE_NUM_THREADS": threads or thread_count(),
         "PERFORMANCE_HINT": "LATENCY",
         "NUM_STREAMS": 1,
+        "ENABLE_CPU_PINNING": False,  # else every process's threads are pinned to the same first cores
     }
