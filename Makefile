@@ -19,7 +19,7 @@ help:
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files"
 	@echo "make bench     every benchmark below: quality, speed, scale and Ray (run them on a quiet machine)"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
-	@echo "make bench-ray      one process against the Ray job (2 workers) on 500 SciFact abstracts: docs/s"
+	@echo "make bench-ray      one process against the Ray job (2 workers) on 1,500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
@@ -78,7 +78,7 @@ bench-speed: install
 	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
 
 bench-ray: install
-	$(BIN)/python -m benchmarks.ray_scale --docs 500 --workers 2
+	$(BIN)/python -m benchmarks.ray_scale --docs 1500 --workers 2
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install

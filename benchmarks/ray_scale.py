@@ -1,6 +1,6 @@
 """The batch job in one process against the same job on Ray: documents per second, same result.
 
-    .venv/bin/python -m benchmarks.ray_scale [--docs 500] [--workers 2] [--address ADDRESS]
+    .venv/bin/python -m benchmarks.ray_scale [--docs 1500] [--workers 2] [--address ADDRESS]
 
 Indexes the first ``--docs`` SciFact abstracts with the packaged
 all-MiniLM-L6-v2, once with ``engine="local"`` (this process, torch's own
@@ -56,7 +56,7 @@ def _run(engine: str, inputs: Path, target: Path, workers: int, address: str | N
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--docs", type=int, default=500)
+    parser.add_argument("--docs", type=int, default=1500)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--address", help="a running Ray cluster to join (default: Ray on this machine)")
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
