@@ -78,13 +78,15 @@ def test_embedder_applies_its_count_to_torch(tiny_model_dir):
         torch.set_num_threads(before)
 
 
-def test_openvino_runs_on_the_count_without_pinning_threads_to_cores():
-    """Pinned OpenVINO threads of two processes (Ray actors, say) would all land on the same first cores."""
+def test_openvino_pins_threads_only_when_they_take_every_core():
+    """Pinned OpenVINO threads of processes that share the cores (Ray actors) would land on the same first ones."""
     openvino = pytest.importorskip("openvino")
     from openvino import opset13
 
     data = opset13.parameter([1, 4], openvino.Type.f32, name="x")
     model = openvino.Model([opset13.relu(data)], [data], "relu")
-    compiled = openvino.Core().compile_model(model, "CPU", threads.openvino_config(1))
-    assert compiled.get_property("INFERENCE_NUM_THREADS") == 1
-    assert compiled.get_property("ENABLE_CPU_PINNING") is False
+    cores = threads.available_cores()
+    for count, pinned in [(cores, True), (cores - 1, False)][: 2 if cores > 1 else 1]:
+        compiled = openvino.Core().compile_model(model, "CPU", threads.openvino_config(count))
+        assert compiled.get_property("INFERENCE_NUM_THREADS") == count
+        assert compiled.get_property("ENABLE_CPU_PINNING") is pinned, count
