@@ -14,9 +14,9 @@ measured too where it is installed. One run prints, each line with its ratio:
    search over as many vectors as the collection has chunks; no stock hybrid
    exists, so hybrid is compared with stock dense);
 
-Stock and semsearch take turns query by query (2 and 3), so that load from
-elsewhere on the machine lands on both alike, and run before 1, which loads
-every runtime into this process (a searching process holds one).
+Stock and semsearch take turns, ten queries at a time (2 and 3), so that load
+from elsewhere on the machine lands on both alike, and run before 1, which
+loads every runtime into this process (a searching process holds one).
 
 4. search p50 with a CPU-bound process running beside it, against idle;
 5. ``semsearch search`` from the shell: wall time and peak memory;
@@ -180,24 +180,29 @@ def stock_searcher(chunks: int) -> Callable[[str], object]:
     return lambda query: index.search(model.encode([query], normalize_embeddings=True), 10)
 
 
-def interleaved_times(searchers: dict[str, Callable[[str], object]], queries: list[str]) -> dict[str, list[float]]:
-    """Seconds per query for each searcher, taking turns query by query.
+def interleaved_times(
+    searchers: dict[str, Callable[[str], object]], queries: list[str], block: int = 10
+) -> dict[str, list[float]]:
+    """Seconds per query for each searcher, taking turns a block of queries at a time.
 
-    Each query is answered by every searcher in turn (the order rotating from
-    query to query), so a burst of load from elsewhere on the machine lands on
-    all of them alike and their ratios stay fair. Every searcher answers
-    ``WARM_UP_QUERIES`` queries first, untimed.
+    Each block of ``block`` queries is answered by every searcher in turn (the
+    order rotating from block to block), so a burst of load from elsewhere on
+    the machine lands on all of them alike and their ratios stay fair, while
+    each searcher runs long enough to find its data in the CPU's caches, as
+    it would serving on its own. Every searcher answers ``WARM_UP_QUERIES``
+    queries first, untimed.
     """
     for search in searchers.values():
         for query in queries[:WARM_UP_QUERIES]:
             search(query)
     names = list(searchers)
     times: dict[str, list[float]] = {name: [] for name in names}
-    for i, query in enumerate(queries):
-        for name in names[i % len(names):] + names[: i % len(names)]:
-            started = time.perf_counter()
-            searchers[name](query)
-            times[name].append(time.perf_counter() - started)
+    for turn, start in enumerate(range(0, len(queries), block)):
+        for name in names[turn % len(names):] + names[: turn % len(names)]:
+            for query in queries[start : start + block]:
+                started = time.perf_counter()
+                searchers[name](query)
+                times[name].append(time.perf_counter() - started)
     return times
 
 
