@@ -3,9 +3,9 @@
     .venv/bin/python -m benchmarks.ray_scale [--docs 1500] [--workers 2] [--address ADDRESS]
 
 Indexes the first ``--docs`` SciFact abstracts with the packaged
-all-MiniLM-L6-v2, once with ``engine="local"`` (this process, torch's own
-threads) and once with ``engine="ray"`` (``--workers`` actors, one model
-each, 1 torch thread per core share). Without ``--address`` Ray runs on this
+all-MiniLM-L6-v2, once with ``engine="local"`` (this process, the encoder
+on every core) and once with ``engine="ray"`` (``--workers`` actors, one model
+each, its encoder on the actor's share of the cores). Without ``--address`` Ray runs on this
 machine, its actors in their own processes: rows, staged segments' paths and
 results cross Ray's object store and RPC as on a cluster. Ray is started
 before the clock runs (as a cluster is up before a job), and its start-up is

@@ -13,14 +13,13 @@ measured too where it is installed. One run prints, each line with its ratio:
 3. search p50/p99 per mode on a SciFact collection (stock: encode + flat
    search over as many vectors as the collection has chunks; no stock hybrid
    exists, so hybrid is compared with stock dense);
+4. search p50 with a CPU-bound process running beside it, against idle;
+5. ``semsearch search`` from the shell: wall time and peak memory;
+6. ``POST /search`` throughput and p99 at concurrency 1, 8 and 32.
 
 Stock and semsearch take turns, ten queries at a time (2 and 3), so that load
 from elsewhere on the machine lands on both alike, and run before 1, which
 loads every runtime into this process (a searching process holds one).
-
-4. search p50 with a CPU-bound process running beside it, against idle;
-5. ``semsearch search`` from the shell: wall time and peak memory;
-6. ``POST /search`` throughput and p99 at concurrency 1, 8 and 32.
 
 The CPU model and its relevant flags head the table: figures from different
 CPUs are not comparable, and a machine shared with other work distorts them
@@ -151,14 +150,7 @@ def query_encode_bench(queries: list[str], report: dict) -> list[tuple]:
 
 
 def search_times(collection, queries: list[str], mode: str) -> list[float]:
-    for query in queries[:WARM_UP_QUERIES]:
-        collection.search(query, k=10, mode=mode)
-    times = []
-    for query in queries:
-        started = time.perf_counter()
-        collection.search(query, k=10, mode=mode)
-        times.append(time.perf_counter() - started)
-    return times
+    return interleaved_times({mode: functools.partial(collection.search, k=10, mode=mode)}, queries)[mode]
 
 
 def stock_searcher(chunks: int) -> Callable[[str], object]:
@@ -183,7 +175,7 @@ def stock_searcher(chunks: int) -> Callable[[str], object]:
 def interleaved_times(
     searchers: dict[str, Callable[[str], object]], queries: list[str], block: int = 10
 ) -> dict[str, list[float]]:
-    """Seconds per query for each searcher, taking turns a block of queries at a time.
+    """Seconds per query for each searcher, taking turns a block of queries at a time (one searcher: in order).
 
     Each block of ``block`` queries is answered by every searcher in turn (the
     order rotating from block to block), so a burst of load from elsewhere on
@@ -215,14 +207,7 @@ def txtai_search_times(docs: list[dict], queries: list[str], hybrid: bool) -> li
 
     embeddings = Embeddings(path=str(resolve_model(None)[1]), hybrid=hybrid, content=True)
     embeddings.index([(d["id"], f"{d['title']}\n{d['text']}", None) for d in docs])
-    for query in queries[:WARM_UP_QUERIES]:
-        embeddings.search(query, 10)
-    times = []
-    for query in queries:
-        started = time.perf_counter()
-        embeddings.search(query, 10)
-        times.append(time.perf_counter() - started)
-    return times
+    return interleaved_times({"txtai": lambda query: embeddings.search(query, 10)}, queries)["txtai"]
 
 
 def _burn(stop_at: float) -> None:

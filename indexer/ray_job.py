@@ -127,10 +127,7 @@ class StageWorker:
 
     def __init__(self, root: str, owner: str, threads: int | None = None) -> None:
         if threads:  # actors share the cores: without this, each would run a thread per core
-            import torch
-
-            os.environ[thread_settings.THREADS_ENV] = str(threads)  # ONNX Runtime and OpenVINO
-            torch.set_num_threads(threads)
+            os.environ[thread_settings.THREADS_ENV] = str(threads)  # read by the Embedder, for every runtime
         self.collection = Collection.open(root)
         self.owner = owner
 

@@ -150,6 +150,7 @@ class Embedder:
 
     def _load_torch(self) -> None:
         self._model = _load_sentence_transformer(self._location, self._device)
+        apply_threads(self.threads)  # also when torch loads late, for a passage backend
         self.dim = int(self._model.get_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length)
         self._tokens = TextTokenizer(

@@ -149,8 +149,7 @@ def measure(
         if reference is None:
             reference = vectors
         opened[name] = backend
-        measured[name] = {"passages_s": float("inf"), "query_s": float("inf"),
-                          "min_cosine": round(min_cosine(vectors, reference), 8)}
+        measured[name] = {"passages_s": float("inf"), "min_cosine": round(min_cosine(vectors, reference), 8)}
     for _ in range(repeats):  # rounds over all candidates, so a burst of other load hits them alike
         for name, backend in opened.items():
             start = time.perf_counter()

@@ -27,6 +27,8 @@ from retriever.backends import normalize_rows
 _PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 #: Row counts a small batch is padded to for a fixed-shape graph; larger batches go in groups of the last.
 FIXED_ROWS = (1, 4, 8)
+#: Most rows run on fixed-shape graphs (in groups of ``FIXED_ROWS[-1]``); larger batches use the dynamic graph.
+MAX_FIXED_BATCH = 32
 #: Token lengths a small input is padded to for a fixed-shape graph; longer inputs use the dynamic graph.
 FIXED_TOKENS = (16, 32, 64)
 
@@ -78,7 +80,7 @@ class OpenVinoBackend:
 
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         rows, tokens = input_ids.shape
-        if not self._fixed_shapes or tokens > FIXED_TOKENS[-1] or rows > 4 * FIXED_ROWS[-1]:
+        if not self._fixed_shapes or tokens > FIXED_TOKENS[-1] or rows > MAX_FIXED_BATCH:
             with self._lock:
                 compiled, request = self._dynamic_graph()
                 vectors = self._infer(compiled, request, input_ids, attention_mask)

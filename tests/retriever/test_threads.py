@@ -78,6 +78,33 @@ def test_embedder_applies_its_count_to_torch(tiny_model_dir):
         torch.set_num_threads(before)
 
 
+def test_torch_loaded_late_for_passages_gets_the_embedders_count(tiny_model_dir, tmp_path):
+    """Torch for passages, another runtime for queries: torch loads on the first passage batch, with the count.
+
+    In a fresh interpreter, where torch is not imported before the embedder (a Ray actor's case).
+    """
+    from retriever import Embedder
+    from retriever.backends import choice
+
+    exported = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # the export the decision needs
+    choice.save_choice(tmp_path, choice.choice_key(exported.weights_sha256),
+                       {"backend": "torch-fp32", "query_backend": "onnx-fp32", "measured": {}})
+    code = (
+        "import sys\n"
+        "from retriever import Embedder\n"
+        "from retriever.embedder import QUERY_BATCH\n"
+        f"embedder = Embedder({str(tiny_model_dir)!r}, cache_dir={str(tmp_path)!r}, threads=1)\n"
+        "assert (embedder.backend, embedder.query_backend) == ('torch-fp32', 'onnx-fp32')\n"
+        "assert 'torch' not in sys.modules\n"
+        "embedder.embed([f'passage {i}' for i in range(QUERY_BATCH + 1)])\n"
+        "import torch\n"
+        "print(embedder.passage_backend.name, torch.get_num_threads())\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "SEMSEARCH_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip().splitlines()[-1] == "torch-fp32 1"
+
+
 def test_openvino_pins_threads_only_when_they_take_every_core():
     """Pinned OpenVINO threads of processes that share the cores (Ray actors) would land on the same first ones."""
     openvino = pytest.importorskip("openvino")
