@@ -65,14 +65,16 @@ class Api:
         return self.call("POST", "/search", body)
 
 
-def start_server(collection: Path, tmp: Path, env_key: str | None) -> tuple[subprocess.Popen, str]:
+def start_server(
+    collection: Path, tmp: Path, env_key: str | None, *options: str
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
     if env_key:
         env["SEMSEARCH_API_KEY"] = env_key
     log = open(tmp / f"server-{port}.log", "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "-c", str(collection), "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "serve", "-c", str(collection), "--port", str(port), *options],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
@@ -126,6 +128,20 @@ def test_health_needs_no_key_and_everything_else_does(api):
     status, schema = api.call("GET", "/openapi.json")
     assert status == 200 and {"/search", "/embed", "/documents", "/health", "/stats"} <= set(schema["paths"])
     assert str(REPO) not in json.dumps(schema) and "/tmp" not in json.dumps(schema)  # no absolute paths
+
+
+def test_requests_are_logged_only_with_access_log(served, tmp_path):
+    api, path = served
+    assert api.search(query="tea")[0] == 200
+    default_log = path.parent / f"server-{api.base.rsplit(':', 1)[1]}.log"  # the module's server: no flag
+    proc, base = start_server(path, tmp_path, KEY, "--access-log")
+    try:
+        assert Api(base, KEY).search(query="tea")[0] == 200
+    finally:
+        stop(proc)
+    logged = (tmp_path / f"server-{base.rsplit(':', 1)[1]}.log").read_text()
+    assert '"POST /search HTTP/1.1" 200' in logged
+    assert "POST /search" not in default_log.read_text()
 
 
 def test_search_returns_hits_like_the_cli(api):
