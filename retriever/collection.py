@@ -478,7 +478,8 @@ class Collection:
         chunk holding the most distinct query terms.
         """
         display = self.catalog.by_keys([key for key, _ in ranked])
-        terms = sorted(set(self.analyzer(query))) if query else []
+        keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
+        terms = sorted(set(self.analyzer(query))) if keyword_only else []
         hits = []
         for key, score in ranked:
             row = display.get(key)

@@ -149,7 +149,8 @@ def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool =
     pairs = []
     index = analyzer = None
     if hard_negatives:
-        from retriever.bm25 import Analyzer, BM25Index
+        from retriever.bm25 import Analyzer
+        from retriever.bm25_matrix import BM25Index
 
         analyzer = Analyzer()
         index = BM25Index.empty().updated(

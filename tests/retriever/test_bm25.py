@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from retriever.bm25 import Analyzer, BM25Index
+from retriever.bm25 import Analyzer
+from retriever.bm25_matrix import BM25Index
+
+REPO = Path(__file__).resolve().parents[2]
 
 DOCS = {
     "tea": "Green tea is steamed right after picking; black tea is fully oxidised.",
@@ -31,6 +37,26 @@ def test_analyzer_lowercases_drops_stopwords_and_stems(analyzer):
     assert analyzer("The Rivers are FLOWING into the sea") == ["river", "flow", "sea"]
     assert analyzer("a an the of") == []
     assert Analyzer(stemmer=None, stopwords=None)("The Rivers") == ["the", "rivers"]
+
+
+def test_stopwords_are_lucenes_english_set_as_bm25s_lists_it():
+    from bm25s.stopwords import STOPWORDS_EN as reference
+
+    from retriever.bm25 import STOPWORDS_EN
+
+    assert STOPWORDS_EN == frozenset(reference) and len(STOPWORDS_EN) == 33
+
+
+def test_searching_loads_neither_scipy_nor_bm25s(tmp_path):
+    """A command-line search imports what it uses: scipy alone costs it a fifth of a second."""
+    probe = (
+        "import sys\n"
+        "from retriever.bm25 import Analyzer, bm25_top\n"
+        "Analyzer()('the rivers flow')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'bm25s'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
 
 
 def test_ranking_follows_term_statistics(analyzer):

@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import event
 
 from retriever import BadInputError, Collection
-from retriever.bm25 import BM25Index
+from retriever.bm25_matrix import BM25Index
 from retriever.merging import MergePolicy
 from retriever.segment import SEGMENTS_DIR
 from retriever.vector_index import IndexPolicy
