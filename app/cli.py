@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, default=4.0, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default 4)")
     p.add_argument("--access-log", action="store_true",
-                   help="print a line per request (off by default: it costs a busy server about 4%% of its CPU)")
+                   help="print a line per request (off by default: in a profile of searches it took about 4%% of the server's time)")
     p = sub.add_parser("train", help="train a tokenizer, pretrain a BERT encoder or fine-tune it contrastively")
     train = p.add_subparsers(dest="train_command", metavar="STEP", parser_class=_Parser)
     train.required = True

@@ -20,7 +20,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")

@@ -47,7 +47,7 @@ def test_stopwords_are_lucenes_english_set_as_bm25s_lists_it():
     assert STOPWORDS_EN == frozenset(reference) and len(STOPWORDS_EN) == 33
 
 
-def test_searching_loads_neither_scipy_nor_bm25s(tmp_path):
+def test_searching_loads_neither_scipy_nor_bm25s():
     """A command-line search imports what it uses: scipy alone costs it a fifth of a second."""
     probe = (
         "import sys\n"
