@@ -69,6 +69,8 @@ def load(name: str, *, export=None, model=None, threads: int | None = None) -> B
     if runtime == "onnx":
         from retriever.backends.onnx_backend import OnnxBackend
 
+        if precision == "fp32" and export.fused_path is not None:
+            graph = export.fused_path
         return OnnxBackend(graph, precision, threads)
     from retriever.backends.openvino_backend import OpenVinoBackend
 

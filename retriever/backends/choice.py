@@ -24,7 +24,7 @@ from retriever.atomic import atomic_write_text
 
 MIN_COSINE = 0.9999
 #: Bumped when the backends change in ways that may change the winner: older decisions are measured again.
-SCHEME = 3
+SCHEME = 4
 #: Flags that decide which precisions a CPU runs fast.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx_vnni")
 

@@ -26,6 +26,7 @@ class OnnxBackend:
         import onnxruntime
 
         self.name = f"onnx-{precision}"
+        self.graph = Path(graph)  # the graph asked for (its optimised copy may be what runs)
         options = thread_settings.onnxruntime_options(threads)
         optimized = _optimized_path(Path(graph), onnxruntime.__version__)
         source = Path(graph)

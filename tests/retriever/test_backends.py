@@ -51,6 +51,57 @@ def test_fp32_backends_match_torch_on_the_tiny_model(tiny_model_dir, tiny_refere
     assert choice.min_cosine(embedder.embed(TEXTS), reference) >= 0.9999
 
 
+def _op_counts(graph) -> dict[str, int]:
+    import onnx
+
+    counts: dict[str, int] = {}
+    for node in onnx.load(str(graph), load_external_data=False).graph.node:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return counts
+
+
+def test_onnx_runs_the_fused_graph_where_every_layer_fuses(tiny_model_dir, tiny_reference):
+    cache, reference = tiny_reference
+    embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=cache)
+    export = find_export(tiny_model_dir, cache)
+    layers = json.loads((tiny_model_dir / "config.json").read_text())["num_hidden_layers"]
+    assert export.fused_path is not None
+    assert _op_counts(export.fused_path).get("Attention") == layers
+    assert "Attention" not in _op_counts(export.onnx_path)  # OpenVINO reads the plain graph
+    assert embedder._backend.graph == export.fused_path
+    assert choice.min_cosine(embedder.embed(TEXTS), reference) >= 0.9999
+
+
+def test_a_graph_that_does_not_fully_fuse_is_not_kept(tiny_model_dir, tiny_reference, tmp_path):
+    from types import SimpleNamespace
+
+    from retriever.export import _fuse_graph
+
+    cache, _ = tiny_reference
+    Embedder(tiny_model_dir, backend="onnx", cache_dir=cache)
+    config = json.loads((tiny_model_dir / "config.json").read_text())
+    config["num_hidden_layers"] += 1  # one Attention node fewer than layers: not every layer fused
+    target = tmp_path / "fused.onnx"
+    assert not _fuse_graph(find_export(tiny_model_dir, cache).onnx_path, target, SimpleNamespace(**config))
+    assert not target.exists()
+
+
+def test_an_export_of_an_older_format_is_made_again(tiny_model_dir, tmp_path):
+    first = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    folder = tmp_path / "exported" / first.weights_sha256
+    meta = json.loads((folder / "meta.json").read_text())
+    (folder / "meta.json").write_text(json.dumps(meta | {"format": meta["format"] - 1}))
+    for path in folder.glob("model.fused*"):
+        path.unlink()
+    assert find_export(tiny_model_dir, tmp_path) is None
+
+    again = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    export = find_export(tiny_model_dir, tmp_path)
+    assert export is not None and export.fused_path is not None
+    assert [p.name for p in (tmp_path / "exported").iterdir()] == [first.weights_sha256]  # nothing stale left
+    np.testing.assert_allclose(again.embed(TEXTS), first.embed(TEXTS), atol=1e-5)
+
+
 @pytest.fixture(scope="module")
 def minilm_reference(tmp_path_factory):
     cache = tmp_path_factory.mktemp("minilm-cache")
