@@ -218,14 +218,18 @@ class Embedder:
         from any thread, are merged by a ``retriever.batching.BatchedBackend``
         (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
         Each caller still gets exactly its own vectors. A backend with
-        fixed-shape graphs for small inputs compiles them all here.
+        fixed-shape graphs for small inputs compiles them all here, and the
+        backend's cost per call is timed here (about 0.1 s), so that a batch
+        of very unequal lengths runs as a few calls instead of padding every
+        query to the longest.
         """
-        from retriever.batching import BatchedBackend
+        from retriever.batching import BatchedBackend, call_overhead_tokens
 
         if hasattr(self._backend, "compile_fixed_shapes"):  # the shapes of batched queries, before the first
             self._backend.compile_fixed_shapes()
         if not isinstance(self._backend, BatchedBackend):
-            self._backend = BatchedBackend(self._backend, max_batch, max_wait_s)
+            overhead = call_overhead_tokens(self._backend, self.max_tokens)
+            self._backend = BatchedBackend(self._backend, max_batch, max_wait_s, overhead_tokens=overhead)
 
     @property
     def tokenizer(self):

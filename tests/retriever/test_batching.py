@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from retriever.batching import BatchedBackend, MicroBatcher
+from retriever.batching import BatchedBackend, MicroBatcher, call_overhead_tokens, length_groups
 
 
 def test_concurrent_items_are_batched_and_answered_in_place():
@@ -84,7 +84,39 @@ def test_calls_of_different_lengths_merged_into_one_pass_get_their_own_rows(tiny
     for texts in calls:
         (_, input_ids, mask), = padded_batches(embedder._tokens.encode(texts), len(texts))
         inputs.append((input_ids, mask))
-    merged = BatchedBackend(inner)._run_many(inputs)
-    assert [rows.shape[0] for rows in merged] == [1, 1, 2]
-    for rows, (input_ids, mask) in zip(merged, inputs):
-        np.testing.assert_allclose(rows, inner.run(input_ids, mask), atol=1e-5)
+    for overhead, calls in ((None, 1), (1000.0, 1), (1.0, 3)):  # unknown or dear calls: one pass; cheap: by length
+        batched = BatchedBackend(inner, overhead_tokens=overhead)
+        merged = batched._run_many(inputs)
+        assert batched.calls == calls
+        assert [rows.shape[0] for rows in merged] == [1, 1, 2]
+        for rows, (input_ids, mask) in zip(merged, inputs):
+            np.testing.assert_allclose(rows, inner.run(input_ids, mask), atol=1e-5)
+
+
+def test_length_groups_split_off_what_padding_would_waste():
+    lengths, rows = [9, 40, 8, 8], [1, 1, 1, 1]
+    # one call: 18 + 4 * 40 = 178 tokens' worth; short ones apart from the long one: 18 + 27 + 18 + 40 = 103
+    assert length_groups(lengths, rows, overhead_tokens=18) == [[2, 3, 0], [1]]
+    assert length_groups(lengths, rows, overhead_tokens=200) == [[2, 3, 0, 1]]
+    assert length_groups(lengths, rows, overhead_tokens=0) == [[2], [3], [0], [1]]
+    assert length_groups([5, 30], [8, 1], overhead_tokens=18) == [[0], [1]]  # rows weigh: 8 x 5 apart from 1 x 30
+    assert length_groups([], [], overhead_tokens=18) == []
+
+
+class _CostOfWork:
+    """A backend whose calls take ``overhead_s + per_token_s * tokens`` (asleep), with zero vectors."""
+
+    name = "sleeper"
+
+    def __init__(self, overhead_s: float, per_token_s: float) -> None:
+        self.overhead_s, self.per_token_s = overhead_s, per_token_s
+
+    def run(self, input_ids, attention_mask):
+        time.sleep(self.overhead_s + self.per_token_s * input_ids.size)
+        return np.zeros((input_ids.shape[0], 4), dtype=np.float32)
+
+
+def test_call_overhead_is_timed_in_tokens_of_work():
+    assert call_overhead_tokens(_CostOfWork(0.02, 0.001), window=512, repeats=3) == pytest.approx(20, abs=6)
+    flat = call_overhead_tokens(_CostOfWork(0.01, 0.0), window=512, repeats=2)
+    assert flat is None or flat > 100  # no cost per token: splitting never pays
