@@ -333,9 +333,11 @@ def create_app(
     async def lifespan(_app: FastAPI):
         if warm_up:
             collection.embed(["warm up"])
-            # the write path's tokenizer costs seconds to import: load it now, beside the first
-            # searches, so that the first write is not stopped by its deadline
-            threading.Thread(target=lambda: collection.embedder.tokenizer, name="warm-up-writes", daemon=True).start()
+            # a passage backend other than the query one (torch, say) may cost seconds to load: open it
+            # now, beside the first searches, so that the first write is not stopped by its deadline
+            warm_writes = threading.Thread(target=lambda: collection.embedder.passage_backend, name="warm-up-writes")
+            warm_writes.daemon = True
+            warm_writes.start()
         collection.embedder.batch_queries()  # concurrent searches are encoded together
         yield
         collection.close()

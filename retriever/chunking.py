@@ -42,7 +42,8 @@ class Chunker:
     """Splits documents into overlapping token windows.
 
     Args:
-        tokenizer: The model's fast (Rust) tokenizer.
+        tokenizer: The model's Rust tokenizer: a ``tokenizers.Tokenizer``, an
+            embedder's ``text_tokenizer``, or a transformers fast tokenizer.
         window_tokens: Tokens per chunk, special tokens excluded; title tokens
             count against it when titles are prefixed.
         overlap_tokens: Tokens shared by consecutive chunks (default 32).
@@ -64,9 +65,7 @@ class Chunker:
             raise BadInputError(
                 f"chunk overlap must be in [0, {window_tokens // 2}) tokens, got {overlap_tokens}"
             )
-        if not getattr(tokenizer, "is_fast", False):
-            raise BadInputError("token-aware chunking needs a fast tokenizer (tokenizer.json)")
-        self.tokenizer = tokenizer
+        self.tokenizer = _rust_tokenizer(tokenizer)
         self.window_tokens = window_tokens
         self.overlap_tokens = overlap_tokens
         self.title_prefix = title_prefix
@@ -81,12 +80,8 @@ class Chunker:
 
     def split(self, doc: Document) -> list[Chunk]:
         """Chunk one document; raises ``BadInputError`` if it has no tokens."""
-        encoding = self.tokenizer(
-            doc.text, add_special_tokens=False, return_offsets_mapping=True, verbose=False
-        )
-        offsets = encoding["offset_mapping"]
-        word_ids = encoding.word_ids()
-        ids = encoding["input_ids"]
+        encoding = self.tokenizer.encode(doc.text, add_special_tokens=False)
+        offsets, word_ids, ids = encoding.offsets, encoding.word_ids, encoding.ids
         if not offsets:
             raise BadInputError(f"document {doc.id!r}: text has no tokens")
         prefix, title_ids = self._title_prefix(doc.title)
@@ -97,7 +92,7 @@ class Chunker:
             if not (_inside_word(word_ids, first) or _inside_word(word_ids, last)):
                 return True
             span = prefix + doc.text[offsets[first][0] : offsets[last - 1][1]]
-            n = len(self.tokenizer(span, add_special_tokens=False, verbose=False)["input_ids"])
+            n = len(self.tokenizer.encode(span, add_special_tokens=False).ids)
             return n <= self.window_tokens
 
         chunks = []
@@ -110,10 +105,35 @@ class Chunker:
         """The text and token ids put in front of every chunk (none when the title is long or blank)."""
         if not self.title_prefix or not title.strip():
             return "", []
-        title_ids = self.tokenizer(title.strip(), add_special_tokens=False, verbose=False)["input_ids"]
+        title_ids = self.tokenizer.encode(title.strip(), add_special_tokens=False).ids
         if len(title_ids) > self.window_tokens // 4:
             return "", []
         return title.strip() + TITLE_SEPARATOR, title_ids
+
+
+def _rust_tokenizer(tokenizer):
+    """A ``tokenizers.Tokenizer`` that neither pads nor cuts, from any of the kinds ``Chunker`` takes.
+
+    A transformers fast tokenizer is a wrapper of one: its ids, offsets and
+    words are the Rust tokenizer's, so chunks come out the same either way.
+    """
+    from tokenizers import Tokenizer
+
+    from retriever.tokens import TextTokenizer
+
+    rust = None
+    if isinstance(tokenizer, Tokenizer):
+        rust = tokenizer
+    elif isinstance(tokenizer, TextTokenizer):  # an embedder's
+        rust = tokenizer.backend
+    elif getattr(tokenizer, "is_fast", False):  # a transformers fast tokenizer
+        rust = tokenizer.backend_tokenizer
+    if not isinstance(rust, Tokenizer):
+        raise BadInputError("token-aware chunking needs a fast tokenizer (tokenizer.json)")
+    rust = Tokenizer.from_str(rust.to_str())  # a copy: the settings below stay ours
+    rust.no_truncation()
+    rust.no_padding()
+    return rust
 
 
 def _inside_word(word_ids: list[int | None], i: int) -> bool:

@@ -183,7 +183,7 @@ class Collection:
             raise BadInputError(f"chunk window of {window} tokens exceeds the model's {embedder.max_tokens - 2}")
         if overlap_tokens is None:
             overlap_tokens = min(DEFAULT_OVERLAP, window // 4)
-        chunker = Chunker(embedder.tokenizer, window, overlap_tokens, title_prefix)
+        chunker = Chunker(embedder.text_tokenizer, window, overlap_tokens, title_prefix)
         manifest = Manifest(
             uuid=str(uuid.uuid4()),
             created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -268,7 +268,7 @@ class Collection:
         if self._chunker is None:
             settings = self.manifest.chunking
             self._chunker = Chunker(
-                self.embedder.tokenizer,
+                self.embedder.text_tokenizer,
                 settings["window_tokens"],
                 settings["overlap_tokens"],
                 settings["title_prefix"],

@@ -232,8 +232,13 @@ class Embedder:
             self._backend = BatchedBackend(self._backend, max_batch, max_wait_s, overhead_tokens=overhead)
 
     @property
+    def text_tokenizer(self) -> TextTokenizer:
+        """The model's tokenizer without transformers or torch (``retriever.tokens``); chunking uses it."""
+        return self._tokens
+
+    @property
     def tokenizer(self):
-        """The model's fast (Rust-backed) transformers tokenizer, for chunking; loaded on first use."""
+        """The model's fast (Rust-backed) transformers tokenizer; loaded on first use (imports transformers)."""
         if self._model is not None:
             return self._model.tokenizer
         if self._hf_tokenizer is None:

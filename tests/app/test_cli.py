@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -175,6 +176,30 @@ def test_search_imports_neither_torch_nor_transformers(docs, tmp_path, tiny_mode
     hits = json.loads(result.stdout.splitlines()[0])
     assert {hit["id"] for hit in hits} >= {"n1"}
     assert result.stdout.splitlines()[-1] == "HEAVY [] 0"
+
+
+def test_indexing_more_imports_neither_torch_nor_transformers(docs, tmp_path, tiny_model_dir, capsys):
+    """With the export cached and a passage backend other than torch, chunking and embedding need neither."""
+    col = tmp_path / "col"
+    index(capsys, docs, col, tiny_model_dir)
+    more = tmp_path / "more"
+    more.mkdir()
+    (more / "tides.txt").write_text("Tides rise and fall twice a day under the pull of the moon. " * 40, "utf-8")
+    code = (
+        "import sys\n"
+        "from app.cli import main\n"
+        f"status = main(['index', {str(more)!r}, '-c', {str(col)!r}, '--quiet'])\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print('HEAVY', heavy, status)\n"
+    )
+    env = os.environ | {"SEMSEARCH_BACKEND": "onnx-fp32"}
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[2], env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "HEAVY [] 0"
+    code, out, _ = run(capsys, "search", "moon tides", "-c", col, "--json", "--mode", "bm25")
+    assert code == 0 and json.loads(out)[0]["id"].endswith("tides.txt")
 
 
 def test_info_names_the_encoder_backend(capsys, docs, tmp_path, tiny_model_dir):

@@ -243,3 +243,12 @@ def test_chunk_token_ids_are_the_tokens_of_its_text(embedder, title):
     from_ids = embedder.embed_token_ids([c.token_ids for c in chunks])
     from_text = embedder.embed([c.embed_text for c in chunks])
     assert float((from_ids * from_text).sum(axis=1).min()) > 0.99999
+
+
+def test_every_kind_of_tokenizer_gives_the_same_chunks(tiny_embedder):
+    """A transformers fast tokenizer, its Rust tokenizer and the embedder's torch-free one chunk alike."""
+    doc = Document("d", english(300, seed=5) + " Café naïve señor — 東京 ok.", title="A Title")
+    kinds = [tiny_embedder.tokenizer, tiny_embedder.tokenizer.backend_tokenizer, tiny_embedder.text_tokenizer]
+    chunks = [Chunker(kind, 24, 4).split(doc) for kind in kinds]
+    assert len(chunks[0]) > 2
+    assert chunks[1] == chunks[0] and chunks[2] == chunks[0]
