@@ -1,7 +1,7 @@
 """``backend="auto"``: measure the candidates on this machine once, keep the fastest faithful one.
 
 A candidate qualifies when its vectors stay within cosine ``MIN_COSINE`` of
-torch fp32 on every sample passage; among those, the one that encodes the
+torch fp32 on every sample passage and every sample query (a NaN fails); among those, the one that encodes the
 sample passages fastest encodes passages, and the one that encodes single
 queries fastest without torch encodes queries (importing torch alone costs
 seconds, more than any query). The decision is
@@ -24,7 +24,7 @@ from retriever.atomic import atomic_write_text
 
 MIN_COSINE = 0.9999
 #: Bumped when the backends change in ways that may change the winner: older decisions are measured again.
-SCHEME = 4
+SCHEME = 5
 #: Flags that decide which precisions a CPU runs fast.
 CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8", "avx_vnni")
 
@@ -107,8 +107,9 @@ def save_choice(root: Path, key: str, decision: dict) -> None:
 
 
 def min_cosine(vectors: np.ndarray, reference: np.ndarray) -> float:
-    """Smallest row-wise cosine between two ``(n, dim)`` arrays of unit rows."""
-    return float(np.min(np.sum(vectors.astype(np.float64) * reference, axis=1)))
+    """Smallest row-wise cosine between two ``(n, dim)`` arrays of unit rows; -1.0 where a row holds NaN."""
+    smallest = float(np.min(np.sum(vectors.astype(np.float64) * reference, axis=1)))
+    return -1.0 if np.isnan(smallest) else smallest
 
 
 def measure(
@@ -157,9 +158,18 @@ def measure(
             figures = measured[name]
             figures["passages_s"] = round(min(figures["passages_s"], time.perf_counter() - start), 6)
     query_times: dict[str, list[float]] = {name: [] for name in opened}
-    for backend in opened.values():  # untimed: a runtime may compile a graph for a new shape
-        for query in SAMPLE_QUERIES:
-            encode(backend, [query])
+    reference_queries = None
+    for name, backend in list(opened.items()):  # untimed: a runtime may compile a graph for a new shape
+        try:  # single queries may run on other graphs than passage batches (fixed shapes): checked too
+            vectors = np.concatenate([encode(backend, [query]) for query in SAMPLE_QUERIES])
+        except Exception as exc:  # noqa: BLE001 - as above
+            measured[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            del opened[name], query_times[name]
+            continue
+        if reference_queries is None:
+            reference_queries = vectors
+        figures = measured[name]
+        figures["min_cosine"] = round(min(figures["min_cosine"], min_cosine(vectors, reference_queries)), 8)
     for _ in range(repeats * 3):  # each query by every candidate in turn: bursts of load hit them alike
         for query in SAMPLE_QUERIES:
             for name, backend in opened.items():

@@ -53,8 +53,10 @@ class OpenVinoBackend:
         self._graph = Path(graph)
         self._core = openvino.Core()
         # Compiled blobs are cached beside the graph: a later process loads in a fraction of the compile time.
+        # One folder per precision: OpenVINO 2026.4 keys a blob without the precision hint, and a bf16
+        # compile that found the fp32 blob of the same graph gave NaN vectors.
         if os.access(self._graph.parent, os.W_OK):
-            self._core.set_property({"CACHE_DIR": str(self._graph.parent / "openvino-cache")})
+            self._core.set_property({"CACHE_DIR": str(self._graph.parent / "openvino-cache" / precision)})
         self._config = thread_settings.openvino_config(threads) | {"INFERENCE_PRECISION_HINT": _PRECISION_HINTS[precision]}
         self._fixed_shapes = fixed_shapes
         self._lock = threading.Lock()

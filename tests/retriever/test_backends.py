@@ -133,7 +133,7 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
     longest = FIXED_TOKENS[-1]
     shapes = [(1, 1), (1, 8), (1, 9), (1, 33), (1, longest), (3, 20), (8, 5), (19, 12), (1, longest + 1), (5, longest + 2)]  # the tiny model reads 66
     for rows, tokens in shapes:
-        ids = rng.integers(1000, 2000, size=(rows, tokens)).astype(np.int64)
+        ids = rng.integers(5, 300, size=(rows, tokens)).astype(np.int64)  # within the tiny vocabulary
         mask = np.ones_like(ids)
         mask[1:, tokens // 2 :] = 0  # rows of different lengths in one batch
         got, expected = fixed.run(ids, mask), dynamic.run(ids, mask)
@@ -142,6 +142,46 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
     # 19 rows run as 8 + 8 + 3 (padded to 4); the last two shapes are too long for a fixed graph
     assert fixed.fixed_shapes_compiled == [(1, 16), (1, 64), (4, 16), (4, 32), (8, 16)]
     assert dynamic.fixed_shapes_compiled == []
+
+
+@pytest.mark.skipif(not BF16, reason="this CPU has no BF16: OpenVINO has one precision to compile here")
+def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_model_dir, tmp_path):
+    """A bf16 compile after an fp32 one of the same graph (shared on-disk cache) gives its own, finite vectors."""
+    from retriever.backends.openvino_backend import OpenVinoBackend
+
+    cache = tmp_path / "cache"
+    Embedder(tiny_model_dir, backend="openvino", cache_dir=cache)
+    graph = find_export(tiny_model_dir, cache).onnx_path
+    ids = np.random.default_rng(1).integers(5, 300, size=(3, 20)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1:, 10:] = 0
+    fp32 = OpenVinoBackend(graph, "fp32", threads=1)
+    expected = [fp32.run(ids[:1, :8], mask[:1, :8]), fp32.run(ids, mask)]  # fixed-shape graphs, cached on disk
+    for _ in range(2):  # compiled, then loaded from the cache
+        bf16 = OpenVinoBackend(graph, "bf16", threads=1)
+        got = [bf16.run(ids[:1, :8], mask[:1, :8]), bf16.run(ids, mask)]
+        assert all(np.isfinite(vectors).all() for vectors in got)
+        assert min(choice.min_cosine(g, e) for g, e in zip(got, expected)) >= 0.9999
+    blobs = {p.parent.name for p in (graph.parent / "openvino-cache").rglob("*.blob")}
+    assert blobs == {"fp32", "bf16"}
+
+
+def test_min_cosine_counts_a_nan_vector_as_no_match():
+    unit = np.eye(2, dtype=np.float32)
+    assert choice.min_cosine(unit, unit) == pytest.approx(1.0)
+    assert choice.min_cosine(np.array([[1.0, 0.0], [np.nan, np.nan]], dtype=np.float32), unit) == -1.0
+
+
+def test_auto_checks_single_queries_as_well_as_passages(tiny_embedder):
+    """A candidate whose single-query path (other graphs than passage batches) goes wrong is not kept."""
+
+    def encode(name, texts):
+        vectors = tiny_embedder.embed(texts)
+        return np.full_like(vectors, np.nan) if name == "broken-queries" and len(texts) == 1 else vectors
+
+    result = choice.measure(["reference", "broken-queries"], lambda name: name, encode, passages=4, repeats=1)
+    assert result["measured"]["broken-queries"]["min_cosine"] == -1.0
+    assert result["backend"] == result["query_backend"] == "reference"
 
 
 @pytest.mark.parametrize("backend", ["onnx-int8", "openvino-int8"])
