@@ -338,7 +338,8 @@ def create_app(
             warm_writes = threading.Thread(target=lambda: collection.embedder.passage_backend, name="warm-up-writes")
             warm_writes.daemon = True
             warm_writes.start()
-        collection.embedder.batch_queries()  # concurrent searches are encoded together
+        collection.embedder.batch_queries()  # concurrent searches and /embed calls are encoded together
+        collection.batch_searches()  # and concurrent searches scan each segment's vectors once for all
         yield
         collection.close()
 

@@ -31,6 +31,8 @@ import socket
 import threading
 import time
 import uuid
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
@@ -40,12 +42,13 @@ from filelock import FileLock, Timeout
 
 from retriever import deadline, validation, vector_index
 from retriever.atomic import atomic_write_text, fsync_dir, write_durably
+from retriever.batching import MicroBatcher
 from retriever.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer, bm25_top
 from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
 from retriever.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
-from retriever.embedder import Embedder
+from retriever.embedder import QUERY_BATCH, Embedder
 from retriever.errors import (
     BadInputError,
     CollectionLockedError,
@@ -120,6 +123,7 @@ class Collection:
         self._view: View | None = None
         self._head_seen: tuple | None = None
         self._reload = threading.Lock()
+        self._dense_batcher: MicroBatcher | None = None  # see batch_searches
         self.analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
         self.index_policy = vector_index.IndexPolicy.from_dict(manifest.index.get("policy"))
         self.merge_policy = MergePolicy.from_dict(manifest.index.get("merge"))
@@ -275,6 +279,34 @@ class Collection:
             )
         return self._chunker
 
+    def batch_searches(self, max_batch: int = 32, max_wait_s: float = 0.001) -> None:
+        """Scan the vectors once for concurrent searches, for servers: one index search per segment for a batch.
+
+        The dense side of searches without a filter (and not ``exact``), from any number of
+        threads, meets in a ``retriever.batching.MicroBatcher`` (up to
+        ``max_batch`` query vectors; searches that queue while a batch runs
+        make the next one, and it waits ``max_wait_s`` for more only while
+        searches arrive together). The query vectors themselves come from the
+        embedder, whose ``batch_queries`` encodes concurrent queries in one
+        call; the keyword side of a hybrid search runs in the caller's thread
+        while its batch scans. Each search gets the hits it would get alone.
+        """
+        if self._dense_batcher is None:
+            self._dense_batcher = MicroBatcher(self._dense_batch, max_batch, max_wait_s)
+
+    def _dense_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list:
+        """Dense rankings of ``(view, query vector (1, dim), depth)`` items, each group of one view and depth at once."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for position, (view, _, depth) in enumerate(items):
+            groups.setdefault((id(view), depth), []).append(position)
+        results: list = [None] * len(items)
+        for positions in groups.values():
+            view, _, depth = items[positions[0]]
+            vectors = np.concatenate([items[p][1] for p in positions])
+            for position, ranking in zip(positions, self._dense_rankings(view, vectors, depth, None, False)):
+                results[position] = ranking
+        return results
+
     def embed(self, texts: Sequence[str] | str, **kwargs) -> np.ndarray:
         """Embed texts with the collection's model; see ``Embedder.embed``."""
         texts = validation.check_texts(texts)
@@ -382,13 +414,19 @@ class Collection:
         depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
         dense: list[tuple[int, float]] = []
         dense_chunks: dict[int, tuple[int, int]] = {}
+        batched = None
         if mode in ("dense", "hybrid"):
             query_vector = vector if vector is not None else self.embedder.embed([query])
-            dense, dense_chunks = self._dense_ranking(view, query_vector, depth, allowed, exact)
+            if self._dense_batcher is not None and allowed is None and not exact:
+                batched = self._dense_batcher.submit((view, query_vector, depth))  # scanned with concurrent searches
+            else:
+                dense, dense_chunks = self._dense_ranking(view, query_vector, depth, allowed, exact)
         sparse: list[tuple[int, float]] = []
         sparse_rows: dict[int, tuple[int, int]] = {}
         if mode in ("bm25", "hybrid"):
             sparse, sparse_rows = self._bm25_ranking(view, query, depth, allowed)
+        if batched is not None:
+            dense, dense_chunks = _batched_result(batched)
         if mode == "dense":
             ranked = dense
         elif mode == "bm25":
@@ -406,7 +444,14 @@ class Collection:
         self, view: View, query_vector: np.ndarray, k: int, allowed: list[np.ndarray] | None, exact: bool
     ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
         """Top ``k`` documents (by key) by their best chunk's cosine, and where that chunk is."""
-        found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # score, part, doc row, chunk row
+        return self._dense_rankings(view, query_vector, k, allowed, exact)[0]
+
+    def _dense_rankings(
+        self, view: View, query_vectors: np.ndarray, k: int, allowed: list[np.ndarray] | None, exact: bool
+    ) -> list[tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]]:
+        """``_dense_ranking`` for each row of ``query_vectors`` ``(q, dim)``, one index search per segment for all."""
+        n = len(query_vectors)
+        found: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(n)]  # per query: score, part, doc row, chunk row
         policy = self.index_policy
         if exact:
             policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
@@ -422,16 +467,27 @@ class Collection:
             if exact and mask is None and segment.index_type != vector_index.FLAT:
                 mask = np.ones(segment.n_chunks, dtype=bool)
             fetch = min(available, max(4 * k, k + 16))
-            while True:  # widen until k distinct documents are found or nothing is left
-                scores, rows = vector_index.search(segment.index, query_vector, fetch, mask, available, policy)
-                valid = rows[0] >= 0
-                chunk_rows, chunk_scores = rows[0][valid], scores[0][valid]
-                docs = segment.chunk_doc[chunk_rows]
-                _, first = np.unique(docs, return_index=True)
-                if len(first) >= k or fetch >= available:
-                    break
-                fetch = min(available, fetch * 4)
-            found.append((chunk_scores[first], np.full(len(first), i), docs[first], chunk_rows[first]))
+            pending = list(range(n))
+            while pending:  # widen, for the queries still short of k distinct documents, until nothing is left
+                scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy)
+                short = []
+                for row, q in enumerate(pending):
+                    valid = rows[row] >= 0
+                    chunk_rows, chunk_scores = rows[row][valid], scores[row][valid]
+                    docs = segment.chunk_doc[chunk_rows]
+                    _, first = np.unique(docs, return_index=True)
+                    if len(first) >= k or fetch >= available:
+                        found[q].append((chunk_scores[first], np.full(len(first), i), docs[first], chunk_rows[first]))
+                    else:
+                        short.append(q)
+                pending, fetch = short, min(available, fetch * 4)
+        return [self._best_documents(view, parts, k) for parts in found]
+
+    @staticmethod
+    def _best_documents(
+        view: View, found: list[tuple[np.ndarray, ...]], k: int
+    ) -> tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]:
+        """The ``k`` best of the segments' candidates ``(score, part, doc row, chunk row)``, by key."""
         if not found:
             return [], {}
         scores, part_of, doc_rows, chunk_rows = (np.concatenate(column) for column in zip(*found))
@@ -921,6 +977,16 @@ class Collection:
             yield
         finally:
             self._lock.release()
+
+
+def _batched_result(future: Future):
+    """The ranking a search batch computed for this search, within this thread's deadline."""
+    left = deadline.remaining()
+    try:
+        return future.result(None if left is None else max(left, 0.0))
+    except FutureTimeout:
+        future.cancel()
+        raise DeadlineExceededError("the search ran past its deadline while waiting for its batch") from None
 
 
 def _staged_rows(folder: Path) -> list[dict[str, Any]]:

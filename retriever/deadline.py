@@ -48,6 +48,12 @@ def expired() -> bool:
     return until is not None and time.monotonic() > until
 
 
+def remaining() -> float | None:
+    """Seconds left before this thread's deadline (negative once past), or ``None`` without one."""
+    until = getattr(_local, "until", None)
+    return None if until is None else until - time.monotonic()
+
+
 def check(what: str = "the operation") -> None:
     """Raise ``DeadlineExceededError`` when this thread's deadline has passed."""
     if expired():

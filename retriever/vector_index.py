@@ -196,7 +196,7 @@ def _search(index, queries, k, allowed, n_allowed, policy):
     k = max(1, min(k, n_allowed))
     if allowed is None:
         scores, rows = index.search(queries, k)
-        if isinstance(index, faiss.IndexIVF) and (rows[0] >= 0).sum() < k:  # probed lists ran dry
+        if isinstance(index, faiss.IndexIVF) and _short(rows, k):  # probed lists ran dry
             scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(nprobe=index.nlist))
         return scores, rows
     if not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
@@ -211,6 +211,11 @@ def _search(index, queries, k, allowed, n_allowed, policy):
     share = n_allowed / max(index.ntotal, 1)
     nprobe = int(min(index.nlist, np.ceil(index.nprobe / max(share, 1e-9))))
     scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(sel=selector, nprobe=nprobe))
-    if (rows[0] >= 0).sum() < k and nprobe < index.nlist:
+    if _short(rows, k) and nprobe < index.nlist:
         scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(sel=selector, nprobe=index.nlist))
     return scores, rows  # ``bitmap`` stays alive until here
+
+
+def _short(rows: np.ndarray, k: int) -> bool:
+    """Whether some query's row of ``rows`` ``(q, k)`` has fewer than ``k`` hits."""
+    return bool(((rows >= 0).sum(axis=1) < k).any())

@@ -299,3 +299,61 @@ def test_a_staged_segment_of_a_dead_process_is_removed_by_the_next_writer(tmp_pa
     col.add(docs(10, 1))
     assert not orphan.exists() and alive.exists()
     assert col.commit_prepared([alive]).added == ["d0003", "d0004", "d0005"]
+
+
+# -- searches ranked as a batch (servers) ---------------------------------------------
+QUERIES = [text(i, n) for i, n in ((3, 4), (17, 12), (44, 2), (61, 8), (75, 6), (12, 10))]
+
+
+def test_many_query_vectors_rank_as_each_alone(layered):
+    """One index search per segment for several queries gives each query's own ranking, widening included."""
+    view = layered._current()
+    vectors = layered.embed(QUERIES)
+    for k in (1, 7, 500):  # 500: more than there are chunks, so every query widens to all of them
+        together = layered._dense_rankings(view, vectors, k, None, False)
+        alone = [layered._dense_ranking(view, vectors[i : i + 1], k, None, False) for i in range(len(QUERIES))]
+        assert [ranked for ranked, _ in together] == [ranked for ranked, _ in alone]
+        assert [where for _, where in together] == [where for _, where in alone]
+        assert len({tuple(key for key, _ in ranked) for ranked, _ in together}) > 1  # the queries differ
+
+
+def test_a_search_batch_keeps_views_and_depths_apart(layered):
+    old_view = layered._current()
+    layered.delete(["d0003", "d0017"])
+    new_view = layered._current()
+    assert new_view is not old_view
+    vectors = layered.embed(QUERIES[:3])
+    items = [(old_view, vectors[0:1], 5), (new_view, vectors[0:1], 5), (new_view, vectors[1:2], 100),
+             (old_view, vectors[2:3], 100)]
+    got = layered._dense_batch(items)
+    assert got == [layered._dense_ranking(view, vector, depth, None, False) for view, vector, depth in items]
+    assert got[0] != got[1]  # the deletion shows in the newer view only
+
+
+def test_batched_searches_from_many_threads_get_the_hits_each_gets_alone(layered):
+    import threading
+
+    cases = [(query, mode, k) for query in QUERIES for mode, k in (("dense", 5), ("hybrid", 10), ("bm25", 3))]
+    expected = [[(h.id, h.score, h.text) for h in layered.search(q, k=k, mode=m)] for q, m, k in cases]
+    layered.batch_searches(max_wait_s=0.05)
+    got: list = [None] * len(cases)
+    start = threading.Barrier(len(cases))
+
+    def search(i: int) -> None:
+        query, mode, k = cases[i]
+        start.wait()
+        got[i] = [(h.id, h.score, h.text) for h in layered.search(query, k=k, mode=mode)]
+
+    threads = [threading.Thread(target=search, args=(i,)) for i in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for mine, alone in zip(got, expected):
+        assert [(i, t) for i, _, t in mine] == [(i, t) for i, _, t in alone]
+        assert [s for _, s, _ in mine] == pytest.approx([s for _, s, _ in alone], abs=1e-5)
+    batches = layered._dense_batcher.batches
+    assert 0 < batches <= sum(mode != "bm25" for _, mode, _ in cases)
+    filtered = layered.search(QUERIES[0], k=5, mode="dense", where={"g": 1})  # a filter takes the search's own path
+    assert filtered and all(h.metadata["g"] == 1 for h in filtered)
+    assert layered._dense_batcher.batches == batches
