@@ -166,6 +166,26 @@ def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_mod
     assert blobs == {"fp32", "bf16"}
 
 
+def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_compiled_again(tiny_model_dir, tmp_path):
+    from retriever.backends.openvino_backend import OpenVinoBackend
+
+    cache = tmp_path / "cache"
+    Embedder(tiny_model_dir, backend="openvino", cache_dir=cache)
+    graph = find_export(tiny_model_dir, cache).onnx_path
+    ids = np.random.default_rng(2).integers(5, 300, size=(1, 12)).astype(np.int64)
+    mask = np.ones_like(ids)
+    first = OpenVinoBackend(graph, "fp32", threads=1)
+    expected = first.run(ids, mask)
+    (blob,) = (graph.parent / "openvino-cache" / "fp32").glob("fixed-1x16-*.blob")
+    later = OpenVinoBackend(graph, "fp32", threads=1)
+    np.testing.assert_array_equal(later.run(ids, mask), expected)
+    assert later._source_model is None  # imported: the ONNX graph was never read
+    blob.write_bytes(blob.read_bytes()[:1000])  # torn, as by a crash of an older writer
+    again = OpenVinoBackend(graph, "fp32", threads=1)
+    np.testing.assert_array_equal(again.run(ids, mask), expected)
+    assert again._source_model is not None and blob.stat().st_size > 1000  # compiled and saved anew
+
+
 def test_min_cosine_counts_a_nan_vector_as_no_match():
     unit = np.eye(2, dtype=np.float32)
     assert choice.min_cosine(unit, unit) == pytest.approx(1.0)
