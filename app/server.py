@@ -66,6 +66,8 @@ from retriever.unicode_policy import check_utf8, printable
 log = logging.getLogger("semsearch.server")
 
 API_KEY_ENV = "SEMSEARCH_API_KEY"
+#: Settings of ``semsearch serve --workers N`` for each worker process, as JSON (see ``app_from_environment``).
+SERVE_ENV = "SEMSEARCH_SERVE"
 MAX_BODY_BYTES = 10 * 1024 * 1024
 MAX_QUERY_CHARS = 2_000
 MAX_K = 1_000
@@ -437,6 +439,18 @@ def create_app(
         return {"deleted": doc_id}
 
     return app
+
+
+def app_from_environment() -> FastAPI:
+    """The app of one worker process of ``semsearch serve --workers N``.
+
+    Reads ``{"collection": DIR, "deadline_s": SECONDS}`` from ``$SEMSEARCH_SERVE``
+    and the key from ``$SEMSEARCH_API_KEY``; each worker opens the collection
+    and loads its own encoder, and all of them see every commit.
+    """
+    settings = json.loads(os.environ[SERVE_ENV])
+    return create_app(settings["collection"], api_key=os.environ.get(API_KEY_ENV) or None,
+                      deadline_s=float(settings["deadline_s"]))
 
 
 def _embed(collection: Collection, request: EmbedRequest) -> dict[str, Any]:

@@ -121,8 +121,8 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(path: Path, env: dict | None = None) -> Iterator[tuple[int, http.client.HTTPConnection]]:
-    """``semsearch serve -c path`` on a free loopback port, up and answering.
+def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -> Iterator[tuple[int, http.client.HTTPConnection]]:
+    """``semsearch serve -c path [options]`` on a free loopback port, up and answering.
 
     Yields:
         ``(port, connection)``: the port and one keep-alive connection to it.
@@ -130,7 +130,7 @@ def served(path: Path, env: dict | None = None) -> Iterator[tuple[int, http.clie
     port = free_port()
     env = {k: v for k, v in (env or os.environ).items() if k != "SEMSEARCH_API_KEY"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "serve", "-c", str(path), "--port", str(port)],
+        [sys.executable, "-m", "app.cli", "serve", "-c", str(path), "--port", str(port), *options],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -15,7 +15,8 @@ measured too where it is installed. One run prints, each line with its ratio:
    exists, so hybrid is compared with stock dense);
 4. search p50 with a CPU-bound process running beside it, against idle;
 5. ``semsearch search`` from the shell: wall time and peak memory;
-6. ``POST /search`` throughput and p99 at concurrency 1, 8 and 32.
+6. ``POST /search`` throughput and p99 at concurrency 1, 8 and 32, from one
+   server process and from one per core (``serve --workers N``).
 
 Stock and semsearch take turns, ten queries at a time (2 and 3), so that load
 from elsewhere on the machine lands on both alike, and run before 1, which
@@ -291,10 +292,13 @@ def cli_bench(path: Path, report: dict, runs: int) -> list[tuple]:
              f"target {TARGETS['cli']}")]
 
 
-def serve_bench(path: Path, queries: list[str], report: dict, requests: int) -> list[tuple]:
+def serve_bench(path: Path, queries: list[str], report: dict, requests: int, workers: int = 1) -> list[tuple]:
+    """``POST /search`` at concurrency 1, 8 and 32 against ``semsearch serve --workers workers``."""
     rows = []
-    report["serve"] = {}
-    with served(path) as (port, conn):
+    served_as = "" if workers == 1 else f", {workers} workers"
+    report.setdefault("serve", {})
+    with served(path, options=("--workers", str(workers))) as (port, conn):
+        time.sleep(5.0 if workers > 1 else 0.0)  # /health answers once one worker is up: let the others load
         for concurrency in (1, 8, 32):
             latencies: list[float] = []
             lock = threading.Lock()
@@ -324,9 +328,9 @@ def serve_bench(path: Path, queries: list[str], report: dict, requests: int) -> 
                 thread.join()
             rate = len(latencies) / (time.perf_counter() - started)
             p99 = percentile(latencies, 0.99)
-            report["serve"][str(concurrency)] = {"requests_per_s": rate, "p99_s": p99, "requests": len(latencies)}
-            rows.append((f"POST /search, concurrency {concurrency} (hybrid)", f"{rate:.0f} req/s", "", f"p99 {ms(p99)}",
-                         f"target {TARGETS['serve8']}" if concurrency == 8 else ""))
+            report["serve"][f"{concurrency}{served_as}"] = {"requests_per_s": rate, "p99_s": p99, "requests": len(latencies)}
+            rows.append((f"POST /search, concurrency {concurrency} (hybrid{served_as})", f"{rate:.0f} req/s", "",
+                         f"p99 {ms(p99)}", f"target {TARGETS['serve8']}" if concurrency == 8 else ""))
     return rows
 
 
@@ -361,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = passages_bench(passages, report) + rows
     rows += cli_bench(path, report, cli_runs)
     rows += serve_bench(path, queries, report, n_requests)
+    if m["cores"] > 1:  # one worker process per core: each its own encoder thread and interpreter lock
+        rows += serve_bench(path, queries, report, n_requests, workers=m["cores"])
     report["load_average_end"] = os.getloadavg()[0]
 
     widths = [max(len(str(row[i])) for row in rows) for i in range(4)]

@@ -451,3 +451,51 @@ def test_concurrent_searches_go_through_the_micro_batcher(tmp_path, tiny_model_d
         got = response.json()["hits"]
         assert [h["id"] for h in got] == [h["id"] for h in alone[query]]
         assert [h["score"] for h in got] == pytest.approx([h["score"] for h in alone[query]], abs=1e-5)
+
+
+def _worker_processes(pid: int) -> list[int]:
+    """Processes started by ``pid`` through multiprocessing's spawn (uvicorn's workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def test_workers_serve_one_collection_from_several_processes(tmp_path, tiny_model_dir):
+    from retriever import Collection
+
+    path = tmp_path / "col"
+    with Collection.create(path, tiny_model_dir) as col:
+        col.upsert(DOCS)
+    proc, base = start_server(path, tmp_path, KEY, "--workers", "2")
+    try:
+        api = Api(base, KEY)
+        wait_until = time.monotonic() + 60
+        while len(_worker_processes(proc.pid)) < 2 and time.monotonic() < wait_until:
+            time.sleep(0.2)
+        workers = _worker_processes(proc.pid)
+        assert len(workers) == 2
+        assert api.call("POST", "/documents", {"documents": [{"id": "ash", "text": "volcanic ash settles"}]})[0] == 200
+        for _ in range(8):  # each request on a new connection, to whichever worker takes it
+            status, body = api.search(query="volcanic", mode="bm25", k=3)
+            assert status == 200 and [hit["id"] for hit in body["hits"]] == ["ash"]
+        status, body = api.search(query="green tea", k=2)
+        assert status == 200 and len(body["hits"]) == 2
+    finally:
+        stop(proc)
+    time.sleep(0.5)
+    assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # stopping the server stops its workers
+
+
+def test_workers_must_be_a_sensible_count(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "app.cli", "serve", "-c", str(tmp_path), "--workers", "0"],
+                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0 and "--workers must be between 1 and 64" in result.stderr

@@ -144,23 +144,38 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
     assert dynamic.fixed_shapes_compiled == []
 
 
+def _fresh_openvino_graph(model_dir, tmp_path):
+    """The exported graph of ``model_dir`` in a cache of its own (no compiled blobs yet)."""
+    cache = tmp_path / "cache"
+    Embedder(model_dir, backend="openvino", cache_dir=cache)
+    return find_export(model_dir, cache).onnx_path
+
+
+def _token_batch(seed: int, rows: int, tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Token ids within the tiny vocabulary, and a mask where rows after the first end halfway."""
+    ids = np.random.default_rng(seed).integers(5, 300, size=(rows, tokens)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1:, tokens // 2 :] = 0
+    return ids, mask
+
+
 @pytest.mark.skipif(not BF16, reason="this CPU has no BF16: OpenVINO has one precision to compile here")
 def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_model_dir, tmp_path):
     """A bf16 compile after an fp32 one of the same graph (shared on-disk cache) gives its own, finite vectors."""
     from retriever.backends.openvino_backend import OpenVinoBackend
 
-    cache = tmp_path / "cache"
-    Embedder(tiny_model_dir, backend="openvino", cache_dir=cache)
-    graph = find_export(tiny_model_dir, cache).onnx_path
-    ids = np.random.default_rng(1).integers(5, 300, size=(3, 20)).astype(np.int64)
-    mask = np.ones_like(ids)
-    mask[1:, 10:] = 0
-    fp32 = OpenVinoBackend(graph, "fp32", threads=1)
-    expected = [fp32.run(ids[:1, :8], mask[:1, :8]), fp32.run(ids, mask)]  # fixed-shape graphs, cached on disk
+    graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
+    ids, mask = _token_batch(seed=1, rows=3, tokens=20)
+
+    def vectors(precision: str) -> list[np.ndarray]:
+        fixed = OpenVinoBackend(graph, precision, threads=1)
+        dynamic = OpenVinoBackend(graph, precision, threads=1, fixed_shapes=False)
+        return [fixed.run(ids[:1, :8], mask[:1, :8]), fixed.run(ids, mask), dynamic.run(ids, mask)]
+
+    expected = vectors("fp32")  # every graph compiled, and cached on disk
     for _ in range(2):  # compiled, then loaded from the cache
-        bf16 = OpenVinoBackend(graph, "bf16", threads=1)
-        got = [bf16.run(ids[:1, :8], mask[:1, :8]), bf16.run(ids, mask)]
-        assert all(np.isfinite(vectors).all() for vectors in got)
+        got = vectors("bf16")
+        assert all(np.isfinite(v).all() for v in got)
         assert min(choice.min_cosine(g, e) for g, e in zip(got, expected)) >= 0.9999
     blobs = {p.parent.name for p in (graph.parent / "openvino-cache").rglob("*.blob")}
     assert blobs == {"fp32", "bf16"}
@@ -169,11 +184,8 @@ def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_mod
 def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_compiled_again(tiny_model_dir, tmp_path):
     from retriever.backends.openvino_backend import OpenVinoBackend
 
-    cache = tmp_path / "cache"
-    Embedder(tiny_model_dir, backend="openvino", cache_dir=cache)
-    graph = find_export(tiny_model_dir, cache).onnx_path
-    ids = np.random.default_rng(2).integers(5, 300, size=(1, 12)).astype(np.int64)
-    mask = np.ones_like(ids)
+    graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
+    ids, mask = _token_batch(seed=2, rows=1, tokens=12)
     first = OpenVinoBackend(graph, "fp32", threads=1)
     expected = first.run(ids, mask)
     (blob,) = (graph.parent / "openvino-cache" / "fp32").glob("fixed-1x16-*.blob")
