@@ -128,15 +128,26 @@ class OpenVinoBackend:
         A compiled copy is exported to ``openvino-cache/<precision>/fixed-<rows>x<tokens>-<tag>.blob``
         and imported by later processes: importing skips reading the ONNX graph and the hashing of its
         weights that OpenVINO's own cache does for a reshaped model (a command-line search loaded its
-        query graph in 0.33-0.37 s instead of 0.6-0.8 s). A blob that does not import is compiled anew.
+        query graph in 0.33-0.37 s instead of 0.6-0.8 s). The blob is imported from a memory map, which
+        the compiled copy keeps using: its weights stay file pages, shared by the processes serving one
+        collection and reclaimable, instead of private memory (three copies: 166 against 422 MB
+        private). A blob that does not import is compiled anew.
+
+        Returns:
+            ``(compiled graph, infer request)``.
         """
+        import openvino
+
         if shape in self._fixed:
-            return self._fixed[shape]
+            return self._fixed[shape][:2]
         blob = None if self._cache is None else self._cache / f"fixed-{shape[0]}x{shape[1]}-{self._blob_tag}.blob"
-        compiled = None
+        compiled, mapped = None, None
         if blob is not None and blob.exists():
-            with contextlib.suppress(OSError, RuntimeError):  # unreadable, torn or from another build: compile
-                compiled = self._core.import_model(blob.read_bytes(), "CPU", self._config)
+            with contextlib.suppress(OSError, RuntimeError, ValueError):  # unreadable, torn, empty, another build
+                view = np.memmap(blob, dtype=np.uint8, mode="c")  # copy-on-write: the file is never changed
+                tensor = openvino.Tensor(view, shared_memory=True)
+                compiled = self._core.import_model(tensor, "CPU", self._config)
+                mapped = (view, tensor)  # referenced by the compiled copy: kept as long as it is
         if compiled is None:
             if self._source_model is None:
                 self._source_model = self._core.read_model(str(self._graph))
@@ -147,8 +158,8 @@ class OpenVinoBackend:
                 with contextlib.suppress(OSError, RuntimeError):  # unsaved, it is compiled again next time
                     blob.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write(blob, lambda tmp: tmp.write_bytes(compiled.export_model().getvalue()))
-        self._fixed[shape] = (compiled, compiled.create_infer_request())
-        return self._fixed[shape]
+        self._fixed[shape] = (compiled, compiled.create_infer_request(), mapped)
+        return self._fixed[shape][:2]
 
 
 def _blob_tag(graph: Path, version: str) -> str:
