@@ -298,7 +298,8 @@ def serve_bench(path: Path, queries: list[str], report: dict, requests: int, wor
     served_as = "" if workers == 1 else f", {workers} workers"
     report.setdefault("serve", {})
     with served(path, options=("--workers", str(workers))) as (port, conn):
-        time.sleep(5.0 if workers > 1 else 0.0)  # /health answers once one worker is up: let the others load
+        if workers > 1:
+            time.sleep(5.0)  # /health answers once one worker is up: let the others load
         for concurrency in (1, 8, 32):
             latencies: list[float] = []
             lock = threading.Lock()

@@ -48,7 +48,7 @@ from retriever.catalog import Catalog, CatalogState, DocumentRow, Publish, Segme
 from retriever.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.chunking import Chunker
 from retriever.documents import Document, Hit, coerce_document
-from retriever.embedder import QUERY_BATCH, Embedder
+from retriever.embedder import Embedder
 from retriever.errors import (
     BadInputError,
     CollectionLockedError,

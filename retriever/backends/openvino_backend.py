@@ -67,6 +67,7 @@ class OpenVinoBackend:
         self._dynamic = None  # (compiled graph, infer request), compiled on first use
         self._fixed: dict[tuple[int, int], tuple] = {}  # (rows, tokens) -> (compiled graph, its infer request)
         self._source_model = None  # the graph, read when a fixed-shape copy must be compiled
+        self._mapped_blobs: list[tuple] = []  # (memory map, tensor) of imported blobs: their copies read from them
         if not fixed_shapes:
             self._dynamic_graph()
 
@@ -136,18 +137,18 @@ class OpenVinoBackend:
         Returns:
             ``(compiled graph, infer request)``.
         """
+        if shape in self._fixed:
+            return self._fixed[shape]
         import openvino
 
-        if shape in self._fixed:
-            return self._fixed[shape][:2]
         blob = None if self._cache is None else self._cache / f"fixed-{shape[0]}x{shape[1]}-{self._blob_tag}.blob"
-        compiled, mapped = None, None
+        compiled = None
         if blob is not None and blob.exists():
             with contextlib.suppress(OSError, RuntimeError, ValueError):  # unreadable, torn, empty, another build
                 view = np.memmap(blob, dtype=np.uint8, mode="c")  # copy-on-write: the file is never changed
                 tensor = openvino.Tensor(view, shared_memory=True)
                 compiled = self._core.import_model(tensor, "CPU", self._config)
-                mapped = (view, tensor)  # referenced by the compiled copy: kept as long as it is
+                self._mapped_blobs.append((view, tensor))  # referenced by the compiled copy: kept as long as it is
         if compiled is None:
             if self._source_model is None:
                 self._source_model = self._core.read_model(str(self._graph))
@@ -158,8 +159,8 @@ class OpenVinoBackend:
                 with contextlib.suppress(OSError, RuntimeError):  # unsaved, it is compiled again next time
                     blob.parent.mkdir(parents=True, exist_ok=True)
                     atomic_write(blob, lambda tmp: tmp.write_bytes(compiled.export_model().getvalue()))
-        self._fixed[shape] = (compiled, compiled.create_infer_request(), mapped)
-        return self._fixed[shape][:2]
+        self._fixed[shape] = (compiled, compiled.create_infer_request())
+        return self._fixed[shape]
 
 
 def _blob_tag(graph: Path, version: str) -> str:
