@@ -319,7 +319,8 @@ def test_many_query_vectors_rank_as_each_alone(layered):
 
 def test_a_search_batch_keeps_views_and_depths_apart(layered):
     old_view = layered._current()
-    layered.delete(["d0003", "d0017"])
+    nearest = layered.search(QUERIES[0], k=1, mode="dense")[0].id
+    layered.delete([nearest])  # the first query's best hit: its top 5 must change
     new_view = layered._current()
     assert new_view is not old_view
     vectors = layered.embed(QUERIES[:3])
