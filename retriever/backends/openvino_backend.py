@@ -34,6 +34,8 @@ FIXED_ROWS = (1, 4, 8)
 MAX_FIXED_BATCH = 32
 #: Token lengths a small input is padded to for a fixed-shape graph; longer inputs use the dynamic graph.
 FIXED_TOKENS = (16, 32, 64)
+#: Subfolder of ``openvino-cache/<precision>`` that OpenVINO's own cache of the dynamic graph uses.
+DYNAMIC_CACHE = "dynamic"
 
 
 class OpenVinoBackend:
@@ -61,6 +63,8 @@ class OpenVinoBackend:
         # and a bf16 compile that found the fp32 blob of the same graph gave NaN vectors.
         folder = self._graph.parent / "openvino-cache" / precision
         self._cache = folder if os.access(self._graph.parent, os.W_OK) else None
+        if self._cache is not None:
+            _remove_stale_blobs(self._graph.parent / "openvino-cache", folder)
         self._blob_tag = _blob_tag(self._graph, openvino.__version__)
         self._fixed_shapes = fixed_shapes
         self._lock = threading.Lock()
@@ -84,9 +88,23 @@ class OpenVinoBackend:
                     with self._lock:
                         self._fixed_graph((rows, tokens))
 
+    def padded_calls(self, rows: int, tokens: int) -> list[tuple[int, int]]:
+        """The ``(rows, tokens)`` of each call that ``run`` makes for an input of that shape.
+
+        Small inputs run in groups of ``FIXED_ROWS[-1]`` rows, each padded to
+        the next fixed shape; others run as they are, on the dynamic graph.
+        """
+        if not self._runs_fixed(rows, tokens):
+            return [(rows, tokens)]
+        group = FIXED_ROWS[-1]
+        return [_fixed_shape(min(group, rows - start), tokens) for start in range(0, rows, group)]
+
+    def _runs_fixed(self, rows: int, tokens: int) -> bool:
+        return self._fixed_shapes and tokens <= FIXED_TOKENS[-1] and rows <= MAX_FIXED_BATCH
+
     def run(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         rows, tokens = input_ids.shape
-        if not self._fixed_shapes or tokens > FIXED_TOKENS[-1] or rows > MAX_FIXED_BATCH:
+        if not self._runs_fixed(rows, tokens):
             with self._lock:
                 compiled, request = self._dynamic_graph()
                 vectors = self._infer(compiled, request, input_ids, attention_mask)
@@ -99,7 +117,7 @@ class OpenVinoBackend:
     def _run_fixed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:
         """Pad to the next fixed shape, run it, and return the rows of the input."""
         rows, tokens = input_ids.shape
-        shape = (next(n for n in FIXED_ROWS if n >= rows), next(n for n in FIXED_TOKENS if n >= tokens))
+        shape = _fixed_shape(rows, tokens)
         padded_ids = np.zeros(shape, dtype=np.int64)
         padded_mask = np.zeros(shape, dtype=np.int64)
         padded_ids[:rows, :tokens] = input_ids
@@ -118,7 +136,7 @@ class OpenVinoBackend:
     def _dynamic_graph(self) -> tuple:
         """The graph compiled for any input shape; the caller holds the lock (or is the constructor)."""
         if self._dynamic is None:
-            config = self._config | ({"CACHE_DIR": str(self._cache)} if self._cache else {})
+            config = self._config | ({"CACHE_DIR": str(self._cache / DYNAMIC_CACHE)} if self._cache else {})
             compiled = self._core.compile_model(str(self._graph), "CPU", config)
             self._dynamic = (compiled, compiled.create_infer_request())
         return self._dynamic
@@ -161,6 +179,25 @@ class OpenVinoBackend:
                     atomic_write(blob, lambda tmp: tmp.write_bytes(compiled.export_model().getvalue()))
         self._fixed[shape] = (compiled, compiled.create_infer_request())
         return self._fixed[shape]
+
+
+def _remove_stale_blobs(cache: Path, folder: Path) -> None:
+    """Delete the compiled blobs that earlier layouts of ``cache`` left and nothing reads any more.
+
+    OpenVINO's own cache files (``<hash>.blob``) once lay in ``openvino-cache/``
+    itself and, for fixed shapes, in ``openvino-cache/<precision>/``; the
+    dynamic graph's now lie in ``<precision>/dynamic/`` and fixed shapes are
+    ``fixed-*.blob``. About 90 MB each for MiniLM. A file another process
+    still maps stays readable to it until it closes it.
+    """
+    for stale in [*cache.glob("*.blob"), *(p for p in folder.glob("*.blob") if not p.name.startswith("fixed-"))]:
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
+def _fixed_shape(rows: int, tokens: int) -> tuple[int, int]:
+    """The fixed shape an input of ``rows`` (at most ``FIXED_ROWS[-1]``) and ``tokens`` is padded to."""
+    return next(n for n in FIXED_ROWS if n >= rows), next(n for n in FIXED_TOKENS if n >= tokens)
 
 
 def _blob_tag(graph: Path, version: str) -> str:

@@ -142,6 +142,12 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
     # 19 rows run as 8 + 8 + 3 (padded to 4); the last two shapes are too long for a fixed graph
     assert fixed.fixed_shapes_compiled == [(1, 16), (1, 64), (4, 16), (4, 32), (8, 16)]
     assert dynamic.fixed_shapes_compiled == []
+    # padded_calls (what batching weighs) names exactly the calls that ran
+    assert fixed.padded_calls(19, 12) == [(8, 16), (8, 16), (4, 16)]
+    assert fixed.padded_calls(5, longest + 2) == [(5, longest + 2)]  # too long for a fixed graph: as it is
+    predicted = {call for rows, tokens in shapes for call in fixed.padded_calls(rows, tokens)}
+    assert sorted(predicted - {(1, longest + 1), (5, longest + 2)}) == fixed.fixed_shapes_compiled
+    assert dynamic.padded_calls(19, 12) == [(19, 12)]
 
 
 def _fresh_openvino_graph(model_dir, tmp_path):
@@ -177,8 +183,8 @@ def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_mod
         got = vectors("bf16")
         assert all(np.isfinite(v).all() for v in got)
         assert min(choice.min_cosine(g, e) for g, e in zip(got, expected)) >= 0.9999
-    blobs = {p.parent.name for p in (graph.parent / "openvino-cache").rglob("*.blob")}
-    assert blobs == {"fp32", "bf16"}
+    cache = graph.parent / "openvino-cache"
+    assert {p.relative_to(cache).parts[0] for p in cache.rglob("*.blob")} == {"fp32", "bf16"}
 
 
 def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_compiled_again(tiny_model_dir, tmp_path):
@@ -196,6 +202,24 @@ def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_co
     again = OpenVinoBackend(graph, "fp32", threads=1)
     np.testing.assert_array_equal(again.run(ids, mask), expected)
     assert again._source_model is not None and blob.stat().st_size > 1000  # compiled and saved anew
+
+
+def test_blobs_of_earlier_cache_layouts_are_removed_and_current_ones_kept(tiny_model_dir, tmp_path):
+    from retriever.backends.openvino_backend import DYNAMIC_CACHE, OpenVinoBackend
+
+    graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
+    cache = graph.parent / "openvino-cache"
+    stale = [cache / "1234.blob", cache / "fp32" / "5678.blob"]  # OpenVINO's own cache files, older layouts
+    kept = [cache / "fp32" / "fixed-1x16-0123456789abcdef.blob", cache / "fp32" / DYNAMIC_CACHE / "42.blob",
+            cache / "bf16" / "999.blob"]  # fixed shapes (of any build), the dynamic graph's, another precision's
+    for path in stale + kept:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"compiled")
+    ids, mask = _token_batch(seed=3, rows=2, tokens=40)
+    vectors = OpenVinoBackend(graph, "fp32", threads=1, fixed_shapes=False).run(ids, mask)
+    assert vectors.shape[0] == 2 and np.isfinite(vectors).all()
+    assert not any(path.exists() for path in stale) and all(path.exists() for path in kept)
+    assert len(list((cache / "fp32" / DYNAMIC_CACHE).glob("*.blob"))) == 2  # the dynamic graph cached in its folder
 
 
 def test_min_cosine_counts_a_nan_vector_as_no_match():

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from retriever.batching import BatchedBackend, MicroBatcher, call_overhead_tokens, length_groups
+from retriever.batching import BatchedBackend, MicroBatcher, call_overhead_tokens, length_groups, unpadded
 
 
 def test_concurrent_items_are_batched_and_answered_in_place():
@@ -101,6 +101,25 @@ def test_length_groups_split_off_what_padding_would_waste():
     assert length_groups(lengths, rows, overhead_tokens=0) == [[2], [3], [0], [1]]
     assert length_groups([5, 30], [8, 1], overhead_tokens=18) == [[0], [1]]  # rows weigh: 8 x 5 apart from 1 x 30
     assert length_groups([], [], overhead_tokens=18) == []
+
+
+def test_length_groups_weigh_the_shapes_a_backend_pads_to():
+    """Eight queries of up to 36 tokens: one call as they are, but split where one call would pad to 8 x 64."""
+
+    def fixed(rows: int, tokens: int) -> list[tuple[int, int]]:  # groups of 8 rows, padded to 1, 4 or 8 x 32 or 64
+        calls = []
+        for start in range(0, rows, 8):
+            group = min(8, rows - start)
+            calls.append((next(n for n in (1, 4, 8) if n >= group), 32 if tokens <= 32 else 64))
+        return calls
+
+    lengths, rows = [14, 17, 19, 21, 22, 24, 28, 36], [1] * 8
+    # as they are: 100 + 8 x 36 = 388, the best split 100 + 6 x 24 + 100 + 2 x 36 = 416;
+    # padded: 100 + 8 x 64 = 612, split 100 + 8 x 32 + 100 + 64 = 520
+    assert length_groups(lengths, rows, 100, unpadded) == [list(range(8))]
+    assert length_groups(lengths, rows, 100, fixed) == [list(range(7)), [7]]
+    assert length_groups([36, 40], [1, 1], 60, fixed) == [[0], [1]]  # 2 x (60 + 64) against 60 + 4 x 64
+    assert length_groups([30, 30, 30], [1, 1, 1], 60, fixed) == [[0, 1, 2]]  # 60 + 4 x 32 against 3 x (60 + 32)
 
 
 class _CostOfWork:
