@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Sequence
@@ -454,8 +456,10 @@ def cmd_serve(args) -> int:
         from retriever.threads import THREADS_ENV, available_cores
 
         Collection.open(args.collection).close()  # a wrong path fails here, once, not in every worker
+        ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")  # each worker marks itself ready here
         os.environ[SERVE_ENV] = json.dumps({"collection": str(Path(args.collection).resolve()),
-                                            "deadline_s": args.deadline})
+                                            "deadline_s": args.deadline, "ready_dir": ready_dir,
+                                            "workers": args.workers})
         if key:
             os.environ[API_KEY_ENV] = key
         os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
@@ -463,7 +467,11 @@ def cmd_serve(args) -> int:
     print(f"semsearch: serving {args.collection} at http://{args.host}:{args.port} (API docs at /docs"
           f"{'; API key required' if key else ''}{f'; {args.workers} worker processes' if args.workers > 1 else ''})",
           file=sys.stderr)
-    uvicorn.run(app, **options)
+    try:
+        uvicorn.run(app, **options)
+    finally:
+        if args.workers > 1:
+            shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
 
 

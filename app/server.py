@@ -9,7 +9,8 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     GET    /documents/{id}                              -> the document, or 404
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info() and the search modes
-    GET    /health                                      -> {"status": "ok"} (never needs the key)
+    GET    /health                                      -> {"status": "ok"} (never needs the key; with
+                                                           --workers N also {"workers": {"ready", "of"}})
 
 Every error answer is JSON with a one-line ``detail`` that names the problem
 and the field: 400 bad input the retriever refused (a malformed filter, a
@@ -308,6 +309,40 @@ class _JSON(JSONResponse):
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
+class WorkerGroup:
+    """The worker processes of one ``semsearch serve --workers N``, as any of them sees them.
+
+    Each worker marks itself ready, with a file named by its process id in
+    ``folder``, once its model is loaded and its searches are batched; a
+    worker still loading takes no connections yet.
+
+    Args:
+        folder: A folder the serving command made for this group (and removes).
+        size: Worker processes started.
+    """
+
+    def __init__(self, folder: str | os.PathLike, size: int) -> None:
+        self.folder = Path(folder)
+        self.size = size
+
+    def mark_ready(self) -> None:
+        """Mark this process ready."""
+        (self.folder / str(os.getpid())).touch()
+
+    def ready(self) -> int:
+        """Workers marked ready and still running (one that died and was replaced counts once its successor is)."""
+        count = 0
+        for mark in self.folder.glob("[0-9]*"):
+            try:
+                os.kill(int(mark.name), 0)
+            except ProcessLookupError:
+                continue
+            except (PermissionError, ValueError):
+                pass
+            count += 1
+        return count
+
+
 # -- the app ---------------------------------------------------------------------------
 def create_app(
     collection_path: str | os.PathLike,
@@ -316,6 +351,7 @@ def create_app(
     max_body_bytes: int = MAX_BODY_BYTES,
     deadline_s: float = DEFAULT_DEADLINE_S,
     warm_up: bool = True,
+    workers: WorkerGroup | None = None,
 ) -> FastAPI:
     """The FastAPI app serving the collection at ``collection_path``.
 
@@ -328,6 +364,8 @@ def create_app(
         deadline_s: Seconds a request may take before it is stopped and
             answered 503 (default 4); also the longest wait for the write lock.
         warm_up: Load the model at start-up so the first search is fast.
+        workers: The group this app is one worker of (``serve --workers N``):
+            it marks itself ready there, and ``/health`` counts the ready ones.
     """
     collection = Collection.open(collection_path, lock_timeout=deadline_s)
 
@@ -342,6 +380,8 @@ def create_app(
             warm_writes.start()
         collection.embedder.batch_queries()  # concurrent searches and /embed calls are encoded together
         collection.batch_searches()  # and concurrent searches scan each segment's vectors once for all
+        if workers is not None:
+            workers.mark_ready()
         yield
         collection.close()
 
@@ -383,9 +423,11 @@ def create_app(
     _add_error_handlers(app)
 
     @app.get("/health", tags=["service"])
-    def health() -> dict[str, str]:
-        """Liveness: answers without touching the collection or the key."""
-        return {"status": "ok"}
+    def health() -> dict[str, Any]:
+        """Liveness: answers without touching the collection or the key; with several workers, how many are ready."""
+        if workers is None:
+            return {"status": "ok"}
+        return {"status": "ok", "workers": {"ready": workers.ready(), "of": workers.size}}
 
     @app.get("/stats", tags=["service"])
     async def stats() -> dict[str, Any]:
@@ -444,13 +486,15 @@ def create_app(
 def app_from_environment() -> FastAPI:
     """The app of one worker process of ``semsearch serve --workers N``.
 
-    Reads ``{"collection": DIR, "deadline_s": SECONDS}`` from ``$SEMSEARCH_SERVE``
-    and the key from ``$SEMSEARCH_API_KEY``; each worker opens the collection
-    and loads its own encoder, and all of them see every commit.
+    Reads ``{"collection": DIR, "deadline_s": SECONDS, "ready_dir": DIR,
+    "workers": N}`` from ``$SEMSEARCH_SERVE`` and the key from
+    ``$SEMSEARCH_API_KEY``; each worker opens the collection and loads its own
+    encoder, and all of them see every commit.
     """
     settings = json.loads(os.environ[SERVE_ENV])
     return create_app(settings["collection"], api_key=os.environ.get(API_KEY_ENV) or None,
-                      deadline_s=float(settings["deadline_s"]))
+                      deadline_s=float(settings["deadline_s"]),
+                      workers=WorkerGroup(settings["ready_dir"], int(settings["workers"])))
 
 
 def _embed(collection: Collection, request: EmbedRequest) -> dict[str, Any]:

@@ -122,7 +122,7 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -> Iterator[tuple[int, http.client.HTTPConnection]]:
-    """``semsearch serve -c path [options]`` on a free loopback port, up and answering.
+    """``semsearch serve -c path [options]`` on a free loopback port, up and answering (every worker ready).
 
     Yields:
         ``(port, connection)``: the port and one keep-alive connection to it.
@@ -140,12 +140,18 @@ def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -
             try:
                 probe = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 probe.request("GET", "/health")
-                if probe.getresponse().read() and True:
+                workers = json.loads(probe.getresponse().read()).get("workers", {"ready": 1, "of": 1})
+                if workers["ready"] >= workers["of"]:  # with --workers N, once every one has loaded
                     conn = probe
+                else:
+                    probe.close()
+                    time.sleep(0.3)
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("the API server did not start") from None
                 time.sleep(0.3)
+            if conn is None and time.monotonic() > deadline:
+                raise RuntimeError("the API server's workers did not all start")
         yield port, conn
     finally:
         server.terminate()

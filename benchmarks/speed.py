@@ -298,8 +298,6 @@ def serve_bench(path: Path, queries: list[str], report: dict, requests: int, wor
     served_as = "" if workers == 1 else f", {workers} workers"
     report.setdefault("serve", {})
     with served(path, options=("--workers", str(workers))) as (port, conn):
-        if workers > 1:
-            time.sleep(5.0)  # /health answers once one worker is up: let the others load
         for concurrency in (1, 8, 32):
             latencies: list[float] = []
             lock = threading.Lock()

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -483,6 +484,11 @@ def test_workers_serve_one_collection_from_several_processes(tmp_path, tiny_mode
             time.sleep(0.2)
         workers = _worker_processes(proc.pid)
         assert len(workers) == 2
+        health = api.call("GET", "/health", key=None)
+        while health[1]["workers"]["ready"] < 2 and time.monotonic() < wait_until:  # the second may still load
+            time.sleep(0.2)
+            health = api.call("GET", "/health", key=None)
+        assert health == (200, {"status": "ok", "workers": {"ready": 2, "of": 2}})
         assert api.call("POST", "/documents", {"documents": [{"id": "ash", "text": "volcanic ash settles"}]})[0] == 200
         for _ in range(8):  # each request on a new connection, to whichever worker takes it
             status, body = api.search(query="volcanic", mode="bm25", k=3)
@@ -493,6 +499,18 @@ def test_workers_serve_one_collection_from_several_processes(tmp_path, tiny_mode
         stop(proc)
     time.sleep(0.5)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # stopping the server stops its workers
+    assert not list(Path(tempfile.gettempdir()).glob(f"semsearch-workers-*/{workers[0]}"))  # its ready marks are gone
+
+
+def test_a_worker_group_counts_the_ready_workers_that_still_run(tmp_path):
+    from app.server import WorkerGroup
+
+    group = WorkerGroup(tmp_path, 3)
+    assert group.ready() == 0
+    group.mark_ready()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / dead.stdout.strip()).touch()  # a worker that was ready and has died
+    assert group.ready() == 1
 
 
 def test_workers_must_be_a_sensible_count(tmp_path):
