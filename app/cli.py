@@ -449,6 +449,7 @@ def cmd_serve(args) -> int:
         raise UsageError(f"--workers must be between 1 and 64, got {args.workers}")
     options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
                "access_log": args.access_log}
+    ready_dir = None
     if args.workers == 1:
         app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
     else:  # worker processes build the app themselves, from these settings
@@ -470,7 +471,7 @@ def cmd_serve(args) -> int:
     try:
         uvicorn.run(app, **options)
     finally:
-        if args.workers > 1:
+        if ready_dir is not None:
             shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
 

@@ -335,9 +335,9 @@ class WorkerGroup:
         for mark in self.folder.glob("[0-9]*"):
             try:
                 os.kill(int(mark.name), 0)
-            except ProcessLookupError:
+            except (ProcessLookupError, ValueError):  # ended, or not a mark
                 continue
-            except (PermissionError, ValueError):
+            except PermissionError:  # running, under another user
                 pass
             count += 1
         return count

@@ -145,13 +145,13 @@ def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -
                     conn = probe
                 else:
                     probe.close()
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("the API server's workers did not all start")
                     time.sleep(0.3)
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise RuntimeError("the API server did not start") from None
                 time.sleep(0.3)
-            if conn is None and time.monotonic() > deadline:
-                raise RuntimeError("the API server's workers did not all start")
         yield port, conn
     finally:
         server.terminate()

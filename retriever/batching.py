@@ -136,11 +136,12 @@ def call_overhead_tokens(backend, window: int, repeats: int = 5) -> float | None
             backend.run(ids, np.ones_like(ids))
             best[size] = min(best[size], time.perf_counter() - started)
     padded = padded_calls_of(backend)
-    short, long = (sum(r * t for r, t in padded(1, size)) for size in sizes)
-    per_token = (best[sizes[1]] - best[sizes[0]]) / (long - short) if long > short else 0.0
+    short, long = sizes
+    short_run, long_run = (sum(r * t for r, t in padded(1, size)) for size in sizes)  # tokens really run
+    per_token = (best[long] - best[short]) / (long_run - short_run) if long_run > short_run else 0.0
     if per_token <= 0:
         return None
-    return max(0.0, best[sizes[0]] / per_token - short)
+    return max(0.0, best[short] / per_token - short_run)
 
 
 def length_groups(

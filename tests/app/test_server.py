@@ -510,6 +510,7 @@ def test_a_worker_group_counts_the_ready_workers_that_still_run(tmp_path):
     group.mark_ready()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / dead.stdout.strip()).touch()  # a worker that was ready and has died
+    (tmp_path / "12.tmp").touch()  # not a mark
     assert group.ready() == 1
 
 
