@@ -378,7 +378,8 @@ def create_app(
             warm_writes = threading.Thread(target=lambda: collection.embedder.passage_backend, name="warm-up-writes")
             warm_writes.daemon = True
             warm_writes.start()
-        collection.embedder.batch_queries()  # concurrent searches and /embed calls are encoded together
+        collection.embedder.batch_queries()  # concurrent searches and /embed calls: encoded together where faster
+        log.info("concurrent queries: %s", collection.embedder.decision["query_batching"])
         collection.batch_searches()  # and concurrent searches scan each segment's vectors once for all
         if workers is not None:
             workers.mark_ready()

@@ -67,6 +67,10 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
     return str(model), str(model)
 
 
+#: Token counts of a mix of short queries (SciFact's claims run 10-40), timed by ``Embedder.batch_queries``.
+_QUERY_TOKENS = (9, 12, 12, 14, 16, 17, 18, 19, 21, 22, 24, 26, 28, 31, 34, 38)
+
+
 class Embedder:
     """Embeds text with a sentence-transformers model, mean-pooled and L2-normalised.
 
@@ -211,8 +215,8 @@ class Embedder:
             self._passage_backend = self._open(self.backend)
         return self._passage_backend
 
-    def batch_queries(self, max_batch: int = 64, max_wait_s: float = 0.002) -> None:
-        """Encode concurrent small calls (queries from many threads) together in one pass.
+    def batch_queries(self, max_batch: int = 64, max_wait_s: float = 0.002, *, when: str = "faster") -> None:
+        """Encode concurrent small calls (queries from many threads) together in one pass, where that is faster.
 
         For servers: calls of ``embed`` with at most ``QUERY_BATCH`` texts,
         from any thread, are merged by a ``retriever.batching.BatchedBackend``
@@ -222,14 +226,31 @@ class Embedder:
         backend's cost per call is timed here (about 0.1 s), so that a batch
         of very unequal lengths runs as a few calls instead of padding every
         query to the longest.
-        """
-        from retriever.batching import BatchedBackend, call_overhead_tokens
 
+        With ``when="faster"`` (default), eight threads' queries are timed
+        both ways (``batching.concurrent_rates``, under a second) and the
+        faster way is kept: batching wins where a call costs much or calls
+        take turns (OpenVINO, AMX), concurrent calls where they share the
+        cores well (ONNX Runtime on AVX2). ``decision["query_batching"]``
+        holds the choice and the rates. ``when="always"`` batches unmeasured.
+        """
+        from retriever.batching import BatchedBackend, call_overhead_tokens, concurrent_rates
+
+        if when not in ("faster", "always"):
+            raise BadInputError(f"when must be 'faster' or 'always', got {when!r}")
+        if isinstance(self._backend, BatchedBackend) or "query_batching" in self.decision:
+            return
         if hasattr(self._backend, "compile_fixed_shapes"):  # the shapes of batched queries, before the first
             self._backend.compile_fixed_shapes()
-        if not isinstance(self._backend, BatchedBackend):
-            overhead = call_overhead_tokens(self._backend, self.max_tokens)
-            self._backend = BatchedBackend(self._backend, max_batch, max_wait_s, overhead_tokens=overhead)
+        overhead = call_overhead_tokens(self._backend, self.max_tokens)
+        batched = BatchedBackend(self._backend, max_batch, max_wait_s, overhead_tokens=overhead)
+        rates: dict[str, float] = {}
+        if when == "faster":
+            rates = concurrent_rates(self._backend, batched, [min(n, self.max_tokens) for n in _QUERY_TOKENS])
+        chosen = "batched" if not rates or rates["batched"] >= rates["concurrent"] else "concurrent"
+        self.decision["query_batching"] = {"chosen": chosen} | {f"{way}_per_s": round(r, 1) for way, r in rates.items()}
+        if chosen == "batched":
+            self._backend = batched
 
     @property
     def text_tokenizer(self) -> TextTokenizer:

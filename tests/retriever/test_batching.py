@@ -9,7 +9,14 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from retriever.batching import BatchedBackend, MicroBatcher, call_overhead_tokens, length_groups, unpadded
+from retriever.batching import (
+    BatchedBackend,
+    MicroBatcher,
+    call_overhead_tokens,
+    concurrent_rates,
+    length_groups,
+    unpadded,
+)
 
 
 def test_concurrent_items_are_batched_and_answered_in_place():
@@ -66,8 +73,9 @@ def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, tmp_
     embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
     queries = [f"query {i} about green tea and rivers" + " sea" * (i % 7) for i in range(48)]
     alone = np.concatenate([embedder.embed([q]) for q in queries])
-    embedder.batch_queries(max_batch=16, max_wait_s=0.01)
+    embedder.batch_queries(max_batch=16, max_wait_s=0.01, when="always")
     assert isinstance(embedder._backend, BatchedBackend)
+    assert embedder.decision["query_batching"] == {"chosen": "batched"}
     with ThreadPoolExecutor(12) as pool:
         together = np.concatenate(list(pool.map(lambda q: embedder.embed([q]), queries)))
     np.testing.assert_allclose(together, alone, atol=1e-5)
@@ -122,6 +130,34 @@ def test_length_groups_weigh_the_shapes_a_backend_pads_to():
     assert length_groups([30, 30, 30], [1, 1, 1], 60, fixed) == [[0, 1, 2]]  # 60 + 4 x 32 against 3 x (60 + 32)
 
 
+def test_concurrent_rates_favour_batching_only_where_calls_take_turns_and_cost_much():
+    lengths = [10, 20, 30, 40] * 4
+    sharing = _CostOfWork(0.001, 0.001)  # calls overlap (asleep) and cost mostly per token
+    rates = concurrent_rates(sharing, BatchedBackend(sharing, overhead_tokens=1.0), lengths, callers=8, rounds=1)
+    assert rates["concurrent"] > 1.5 * rates["batched"]
+    taking_turns = _TakingTurns(0.02, 0.0001)  # one call at a time, each 20 ms before its tokens
+    rates = concurrent_rates(taking_turns, BatchedBackend(taking_turns, overhead_tokens=200.0), lengths, callers=8, rounds=1)
+    assert rates["batched"] > 1.5 * rates["concurrent"]
+
+
+def test_batch_queries_keeps_the_faster_way_and_says_which(tiny_model_dir, tmp_path):
+    from retriever import Embedder
+    from retriever.errors import BadInputError
+
+    embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    with pytest.raises(BadInputError, match="when must be"):
+        embedder.batch_queries(when="sometimes")
+    inner = embedder._backend
+    embedder.batch_queries()
+    decision = embedder.decision["query_batching"]
+    faster = "batched" if decision["batched_per_s"] >= decision["concurrent_per_s"] else "concurrent"
+    assert decision["chosen"] == faster
+    assert isinstance(embedder._backend, BatchedBackend) == (faster == "batched")
+    assert (embedder._backend is inner) == (faster == "concurrent")
+    embedder.batch_queries()  # a second call changes nothing
+    assert embedder.decision["query_batching"] is decision
+
+
 class _CostOfWork:
     """A backend whose calls take ``overhead_s + per_token_s * tokens`` (asleep), with zero vectors."""
 
@@ -139,3 +175,15 @@ def test_call_overhead_is_timed_in_tokens_of_work():
     assert call_overhead_tokens(_CostOfWork(0.02, 0.001), window=512, repeats=3) == pytest.approx(20, abs=6)
     flat = call_overhead_tokens(_CostOfWork(0.01, 0.0), window=512, repeats=2)
     assert flat is None or flat > 100  # no cost per token: splitting never pays
+
+
+class _TakingTurns(_CostOfWork):
+    """A ``_CostOfWork`` whose calls run one at a time, as an OpenVINO backend's do."""
+
+    def __init__(self, overhead_s: float, per_token_s: float) -> None:
+        super().__init__(overhead_s, per_token_s)
+        self._lock = threading.Lock()
+
+    def run(self, input_ids, attention_mask):
+        with self._lock:
+            return super().run(input_ids, attention_mask)
