@@ -1,8 +1,10 @@
 """Micro-batching: calls from many threads that arrive within a few milliseconds run as one.
 
-A server answering many searches at once spends much of each query's encode
-on per-call overhead; encoding the queries that arrive together in one
-forward pass costs much less than encoding them one by one. ``MicroBatcher``
+A server answering many searches at once may spend much of each query's
+encode on per-call overhead; where it does (OpenVINO, AMX), encoding the
+queries that arrive together in one forward pass costs much less than
+encoding them one by one, and where it does not (ONNX Runtime, AVX2) the
+padding costs more than it saves: ``concurrent_rates`` measures which. ``MicroBatcher``
 collects items from any number of threads, runs one function over the batch
 in a worker thread, and hands each caller its own result; ``BatchedBackend``
 does so for an encoder, in as few padded calls as pay.

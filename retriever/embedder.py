@@ -238,7 +238,7 @@ class Embedder:
 
         if when not in ("faster", "always"):
             raise BadInputError(f"when must be 'faster' or 'always', got {when!r}")
-        if isinstance(self._backend, BatchedBackend) or "query_batching" in self.decision:
+        if "query_batching" in self.decision:  # decided (and wrapped, if batched) by an earlier call
             return
         if hasattr(self._backend, "compile_fixed_shapes"):  # the shapes of batched queries, before the first
             self._backend.compile_fixed_shapes()
