@@ -8,7 +8,7 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     POST   /documents         {documents (each with an optional vector), upsert} -> added / updated / unchanged
     GET    /documents/{id}                              -> the document, or 404
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
-    GET    /stats                                       -> Collection.info() and the search modes
+    GET    /stats                                       -> Collection.info(), the search modes and the encoder
     GET    /health                                      -> {"status": "ok"} (never needs the key; with
                                                            --workers N also {"workers": {"ready", "of"}})
 
@@ -379,7 +379,6 @@ def create_app(
             warm_writes.daemon = True
             warm_writes.start()
         collection.embedder.batch_queries()  # concurrent searches and /embed calls: encoded together where faster
-        log.info("concurrent queries: %s", collection.embedder.decision["query_batching"])
         collection.batch_searches()  # and concurrent searches scan each segment's vectors once for all
         if workers is not None:
             workers.mark_ready()
@@ -432,8 +431,11 @@ def create_app(
 
     @app.get("/stats", tags=["service"])
     async def stats() -> dict[str, Any]:
-        """Documents, chunks, model, index type, size on disk, last update, search modes."""
-        return await bounded(lambda: collection.info() | {"search_modes": list(Collection.SEARCH_MODES)})
+        """Documents, chunks, model, index type, size on disk, last update, search modes, the run-time encoder."""
+        return await bounded(
+            lambda: collection.info()
+            | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
+        )
 
     @app.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(request: SearchRequest) -> dict[str, Any]:

@@ -123,6 +123,7 @@ def test_health_needs_no_key_and_everything_else_does(api):
     assert status == 200
     status, stats = api.call("GET", "/stats")
     assert status == 200 and stats["documents"] >= 4 and stats["index"] and stats["model"]
+    assert stats["encoder"]["query_batching"]["chosen"] in ("batched", "concurrent")  # measured at start
     assert set(stats) >= {"documents", "chunks", "model", "index", "size_bytes", "updated_at", "search_modes"}
     for docs in ("/openapi.json", "/docs", "/redoc"):
         assert api.call("GET", docs, key=None)[0] == 401, docs
