@@ -43,8 +43,10 @@ def evaluate(
     re-indexes only corpus records that changed (and prunes vanished ones).
 
     Returns:
-        ``{"dataset", "split", "mode", "model", "ndcg@10", "mrr@10",
-        "recall@100", "map@100", "queries", "seconds"}``.
+        ``{"dataset", "split", "mode", "model", "backend", "query_backend",
+        "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds"}``;
+        the backends are the run-time encoder's (passages indexed in this
+        run, and queries).
     """
     started = time.perf_counter()
     dataset = load_beir(dataset_dir, split)
@@ -75,12 +77,15 @@ def evaluate(
                 file=sys.stderr,
             )
         model_name = collection.manifest.model["name"]
+        encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
     return {
         "dataset": dataset.name,
         "split": split,
         "mode": mode,
         "model": model_name,
+        "backend": encoder["backend"],
+        "query_backend": encoder["query_backend"],
         **{metric: round(scores[metric], 4) for metric in METRICS},
         "queries": len(dataset.queries),
         "seconds": round(time.perf_counter() - started, 1),

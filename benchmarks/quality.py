@@ -52,6 +52,15 @@ def dataset_path(run: dict, datasets: Path, scratch: Path) -> Path:
     return datasets / run["dataset"]
 
 
+def describe_encoders(encoders: set[tuple[str, str]]) -> str:
+    """Which run-time encoders (passages, queries) the figures came from, and on which CPU."""
+    from retriever.backends.choice import cpu_info
+
+    cpu = cpu_info()
+    used = "; ".join(f"passages {passages}, queries {queries}" for passages, queries in sorted(encoders)) or "none"
+    return f"encoder: {used} (CPU: {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])})"
+
+
 def main(argv: list[str] | None = None) -> int:
     from app.evaluate import evaluate
 
@@ -64,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.split(",")) if args.only else None
     tolerance = regressions["tolerance"]
     failures = 0
+    encoders: set[tuple[str, str]] = set()
     print(f"{'dataset':<16} {'mode':<7} {'ndcg@10':>8} {'expected':>9} {'BM25 ref':>9} "
           + " ".join(f"{m:>10}" for m in METRICS[1:]) + f" {'seconds':>8}")
     with tempfile.TemporaryDirectory() as scratch:
@@ -72,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             path = dataset_path(run, args.datasets, Path(scratch))
             result = evaluate(path, split=run.get("split", "test"), mode=run["mode"], progress=False)
+            encoders.add((result["backend"], result["query_backend"]))
             expected = run.get("expected") or {}
             drift = [m for m in METRICS if m in expected and abs(result[m] - expected[m]) > tolerance]
             failures += bool(drift) and not args.update
@@ -87,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.update:
                 run["expected"] = {m: result[m] for m in METRICS}
                 run["seconds"] = result["seconds"]
+    print(describe_encoders(encoders))
     if args.update:
         REGRESSIONS.write_text(HEADER + yaml.safe_dump(regressions, sort_keys=False), encoding="utf-8")
         print(f"wrote {REGRESSIONS}")

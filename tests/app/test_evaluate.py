@@ -10,7 +10,10 @@ from app.cli import main
 from app.evaluate import evaluate
 from benchmarks.quality import load_regressions
 
-EVAL_KEYS = {"dataset", "split", "mode", "model", "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds"}
+EVAL_KEYS = {
+    "dataset", "split", "mode", "model", "backend", "query_backend",
+    "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds",
+}
 
 
 def regression_rows(dataset: str) -> list[dict]:
