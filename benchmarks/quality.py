@@ -54,11 +54,10 @@ def dataset_path(run: dict, datasets: Path, scratch: Path) -> Path:
 
 def describe_encoders(encoders: set[tuple[str, str]]) -> str:
     """Which run-time encoders (passages, queries) the figures came from, and on which CPU."""
-    from retriever.backends.choice import cpu_info
+    from retriever.backends.choice import describe_cpu
 
-    cpu = cpu_info()
     used = "; ".join(f"passages {passages}, queries {queries}" for passages, queries in sorted(encoders)) or "none"
-    return f"encoder: {used} (CPU: {cpu['model']}, {cpu['cores']} cores, flags {' '.join(cpu['flags'])})"
+    return f"encoder: {used} (CPU: {describe_cpu()})"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -44,18 +43,10 @@ COMMIT_DOCS = 1_000
 
 
 def machine() -> str:
-    """CPU model and the SIMD flags that matter for FAISS and encoders."""
-    model, flags = platform.processor() or "unknown CPU", set()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-            elif line.startswith("flags"):
-                flags = set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    wanted = ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16"]
-    return f"{model}, {os.cpu_count()} cores, flags: {' '.join(f for f in wanted if f in flags)}"
+    """CPU model, available cores and the SIMD flags that matter for FAISS and encoders."""
+    from retriever.backends.choice import describe_cpu
+
+    return describe_cpu()
 
 
 class Corpus:

@@ -352,9 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     queries = [q["text"] for q in load_jsonl(scifact / "queries.jsonl")][:n_queries]
     passages = [d["text"] for d in docs[:n_passages]]
 
+    from retriever.backends.choice import describe_cpu
+
     report: dict = {"machine": machine(), "quick": args.quick}
     m = report["machine"]
-    print(f"CPU: {m['model']}, {m['cores']} cores available, flags {' '.join(m['flags']) or '(none of interest)'}; "
+    print(f"CPU: {describe_cpu(m)}; "
           f"BF16 {'yes' if m['bf16'] else 'no'}; load average {m['load_average']:.1f} at start")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v))
     path = BENCH / ("scifact-speed-quick" if args.quick else "scifact-speed")

@@ -62,6 +62,12 @@ def cpu_info() -> dict:
     return {"model": model, "flags": sorted(flags & set(CPU_FLAGS)), "cores": available_cores()}
 
 
+def describe_cpu(info: dict | None = None) -> str:
+    """One line naming the CPU for a figure: model, available cores, flags of interest."""
+    info = info or cpu_info()
+    return f"{info['model']}, {info['cores']} cores available, flags {' '.join(info['flags']) or '(none of interest)'}"
+
+
 def has_bf16(info: dict | None = None) -> bool:
     """Whether the CPU has bf16 arithmetic (AVX-512 BF16 or AMX)."""
     flags = (info or cpu_info())["flags"]
