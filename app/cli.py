@@ -255,7 +255,7 @@ def cmd_index(args) -> int:
     from indexer.job import DEFAULT_BATCH_DOCS, index_paths
     from indexer.loaders import FieldMap
     from retriever.collection import Collection
-    from retriever.manifest import MANIFEST
+    from retriever.storage.manifest import MANIFEST
 
     if args.max_file_mb <= 0:
         raise UsageError("--max-file-mb must be positive")
@@ -296,7 +296,7 @@ def cmd_index(args) -> int:
 
 def cmd_search(args) -> int:
     from retriever.collection import Collection
-    from retriever.filters import parse_where
+    from retriever.search.filters import parse_where
 
     where = parse_where(args.where)
     if args.k < 1:
@@ -396,7 +396,7 @@ def cmd_compact(args) -> int:
 
 
 def cmd_upgrade(args) -> int:
-    from retriever.upgrade import upgrade
+    from retriever.storage.upgrade import upgrade
 
     print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
     return EXIT_OK
@@ -454,7 +454,7 @@ def cmd_serve(args) -> int:
         app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
     else:  # worker processes build the app themselves, from these settings
         from retriever import Collection
-        from retriever.threads import THREADS_ENV, available_cores
+        from retriever.encoding.threads import THREADS_ENV, available_cores
 
         Collection.open(args.collection).close()  # a wrong path fails here, once, not in every worker
         ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")  # each worker marks itself ready here

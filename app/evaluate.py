@@ -10,12 +10,12 @@ from pathlib import Path
 
 from indexer.job import index_paths
 from retriever.collection import DEFAULT_MODE, Collection
-from retriever.embedder import Embedder, InputTooLongWarning
+from retriever.encoding.embedder import Embedder, InputTooLongWarning
 from retriever.errors import FormatVersionError
 from retriever.evaluation import DEPTH, METRICS, evaluate_run, load_beir, run_queries
-from retriever.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
-from retriever.manifest import MANIFEST
-from retriever.upgrade import upgrade
+from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.storage.manifest import MANIFEST
+from retriever.storage.upgrade import upgrade
 
 EVAL_ROOT = Path("~/.cache/semsearch/eval").expanduser()
 

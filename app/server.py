@@ -61,7 +61,7 @@ from retriever.errors import (
     FilterError,
     SemsearchError,
 )
-from retriever.filters import validate_where
+from retriever.search.filters import validate_where
 from retriever.unicode_policy import check_utf8, printable
 
 log = logging.getLogger("semsearch.server")

@@ -19,7 +19,7 @@ import faiss
 import numpy as np
 
 from benchmarks.scale import DEFAULT_DATASETS, Corpus, machine
-from retriever import vector_index
+from retriever.search import vector_index
 
 
 def _p50_recall(search, queries: np.ndarray, truth: list[set]) -> tuple[float, float]:

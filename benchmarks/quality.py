@@ -54,7 +54,7 @@ def dataset_path(run: dict, datasets: Path, scratch: Path) -> Path:
 
 def describe_encoders(encoders: set[tuple[str, str]]) -> str:
     """Which run-time encoders (passages, queries) the figures came from, and on which CPU."""
-    from retriever.backends.choice import describe_cpu
+    from retriever.encoding.backends.choice import describe_cpu
 
     used = "; ".join(f"passages {passages}, queries {queries}" for passages, queries in sorted(encoders)) or "none"
     return f"encoder: {used} (CPU: {describe_cpu()})"

@@ -44,7 +44,7 @@ COMMIT_DOCS = 1_000
 
 def machine() -> str:
     """CPU model, available cores and the SIMD flags that matter for FAISS and encoders."""
-    from retriever.backends.choice import describe_cpu
+    from retriever.encoding.backends.choice import describe_cpu
 
     return describe_cpu()
 
@@ -155,7 +155,7 @@ def search_figures(path: Path, corpus: Corpus, queries: int) -> dict:
         out["dense"] = dense()
         # how latency would grow on data that needs more probes (real MiniLM
         # embeddings of SciFact needed 16 of 128 lists): the same searches, nprobe forced
-        ivf = [p.segment.index for p in col._current().parts if p.segment.index_type == "ivf"]
+        ivf = [p.segment.index for p in col.reader.current().parts if p.segment.index_type == "ivf"]
         tuned = [index.nprobe for index in ivf]
         out["dense_nprobe"] = {}
         for nprobe in (8, 32, 128):

@@ -72,7 +72,7 @@ def ms(seconds: float) -> str:
 
 
 def machine() -> dict:
-    from retriever.backends.choice import cpu_info, has_bf16
+    from retriever.encoding.backends.choice import cpu_info, has_bf16
 
     info = cpu_info()
     versions = {}
@@ -92,9 +92,9 @@ def passages_bench(texts: list[str], report: dict) -> list[tuple]:
     from sentence_transformers import SentenceTransformer
 
     from retriever import Embedder
-    from retriever.backends import LOSSY, SUPPORTED
-    from retriever.backends.choice import has_bf16, min_cosine
-    from retriever.embedder import resolve_model
+    from retriever.encoding.backends import LOSSY, SUPPORTED
+    from retriever.encoding.backends.choice import has_bf16, min_cosine
+    from retriever.encoding.embedder import resolve_model
 
     _, location = resolve_model(None)
     stock = SentenceTransformer(str(location), device="cpu")
@@ -136,7 +136,7 @@ def query_encode_bench(queries: list[str], report: dict) -> list[tuple]:
     from sentence_transformers import SentenceTransformer
 
     from retriever import Embedder
-    from retriever.embedder import resolve_model
+    from retriever.encoding.embedder import resolve_model
 
     stock = SentenceTransformer(str(resolve_model(None)[1]), device="cpu")
     ours = Embedder()
@@ -163,7 +163,7 @@ def stock_searcher(chunks: int) -> Callable[[str], object]:
     import numpy as np
     from sentence_transformers import SentenceTransformer
 
-    from retriever.embedder import resolve_model
+    from retriever.encoding.embedder import resolve_model
 
     model = SentenceTransformer(str(resolve_model(None)[1]), device="cpu")
     vectors = np.random.default_rng(0).standard_normal((chunks, 384)).astype(np.float32)
@@ -204,7 +204,7 @@ def txtai_search_times(docs: list[dict], queries: list[str], hybrid: bool) -> li
         from txtai import Embeddings
     except ImportError:
         return None
-    from retriever.embedder import resolve_model
+    from retriever.encoding.embedder import resolve_model
 
     embeddings = Embeddings(path=str(resolve_model(None)[1]), hybrid=hybrid, content=True)
     embeddings.index([(d["id"], f"{d['title']}\n{d['text']}", None) for d in docs])
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     queries = [q["text"] for q in load_jsonl(scifact / "queries.jsonl")][:n_queries]
     passages = [d["text"] for d in docs[:n_passages]]
 
-    from retriever.backends.choice import describe_cpu
+    from retriever.encoding.backends.choice import describe_cpu
 
     report: dict = {"machine": machine(), "quick": args.quick}
     m = report["machine"]

@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 from tqdm.auto import tqdm
 
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path, walk
-from retriever.collection import Collection, WriteReport
+from retriever import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 

@@ -42,8 +42,9 @@ from tqdm.auto import tqdm
 
 from indexer.job import MAX_BATCH_CHARS, IndexReport, _prune, _source_of
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, walk
-from retriever import threads as thread_settings
-from retriever.collection import STAGED_PREFIX, Collection, WriteReport
+from retriever.encoding import threads as thread_settings
+from retriever import Collection, WriteReport
+from retriever.storage.staging import STAGED_PREFIX
 from retriever.documents import Document
 from retriever.errors import BadInputError
 

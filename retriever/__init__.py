@@ -9,13 +9,14 @@ Quick start::
         print(f"{hit.score:.3f} {hit.title}: {hit.text[:80]}")
 """
 
-from retriever import threads as _threads
+from retriever.encoding import threads as _threads
 
 _threads.set_environment()  # before torch, FAISS or ONNX Runtime load: passive OpenMP, one count
 
-from retriever.collection import Collection, WriteReport  # noqa: E402
+from retriever.collection import Collection  # noqa: E402
 from retriever.documents import Document, Hit  # noqa: E402
-from retriever.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning  # noqa: E402
+from retriever.storage.changes import WriteReport  # noqa: E402
+from retriever.encoding.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning  # noqa: E402
 from retriever.errors import (  # noqa: E402
     BadInputError,
     CollectionLockedError,

@@ -1,10 +1,11 @@
-"""Argument checks for the public Python API (``Collection``'s methods).
+"""Argument checks for the public Python API (``Collection``'s and ``Embedder``'s verbs).
 
-Each public method calls one of these first, so a wrong type or value is a
-``BadInputError`` (``FilterError`` for ``where``) that names the argument,
-never a ``TypeError`` or ``OverflowError`` from deep inside. Checks that must
-look at every item of an iterable return the items as a list, so a generator
-is read once.
+The one validation layer: each public verb calls one of these first, and
+nothing below the public surface checks the same again. A wrong type or
+value is a ``BadInputError`` (``FilterError`` for ``where``) that names the
+argument, never a ``TypeError`` or ``OverflowError`` from deep inside.
+Checks that must look at every item of an iterable return the items (as a
+list, so a generator is read once, or coerced, as ``check_documents`` does).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import math
 import os
 from typing import Any, Iterable, Sequence
 
-from retriever.documents import Document
-from retriever.embedder import Embedder
+import numpy as np
+
+from retriever.documents import Document, coerce_document
 from retriever.errors import BadInputError
-from retriever.filters import validate_where
-from retriever.fusion import FUSIONS
+from retriever.search.filters import validate_where
+from retriever.search.fusion import FUSIONS
 from retriever.unicode_policy import check_utf8, printable
 
 MAX_K = 10_000  # documents one search may return
@@ -36,9 +38,12 @@ def check_search_args(
 ) -> None:
     """Arguments of ``Collection.search``; ``modes`` are the collection's search modes.
 
-    ``query`` may be ``None`` when a query vector is given (``has_vector``).
+    ``query`` may be ``None`` when a query vector is given (``has_vector``);
+    such a search is dense or hybrid, never ``bm25``.
     """
-    if query is not None or not has_vector:
+    if query is None and not has_vector:
+        raise BadInputError("query is empty: give a query text or a query vector")
+    if query is not None:
         if not isinstance(query, str):
             raise BadInputError(f"query must be a string, got {type(query).__name__}")
         check_utf8(query, "query")
@@ -56,21 +61,58 @@ def check_search_args(
         raise BadInputError(f"unknown fusion {printable(repr(fusion), 40)}; use one of {', '.join(FUSIONS)}")
     if not _is_number(alpha) or not 0.0 <= alpha <= 1.0:
         raise BadInputError(f"alpha must be a number from 0 to 1, got {printable(repr(alpha), 40)}")
+    if query is None and mode == "bm25":
+        raise BadInputError("bm25 search needs a query text; a vector alone searches in dense mode")
 
 
-def check_documents(documents: Any) -> list[Document | dict[str, Any]]:
-    """``documents`` of ``add`` / ``upsert``: one document, or an iterable of them (read once)."""
+def check_documents(documents: Any) -> list[Document]:
+    """``documents`` of ``add`` / ``upsert`` / ``prepare``: one document, or an iterable of them (read once).
+
+    Returns:
+        The items as ``Document``s (mappings coerced, every field checked).
+    Raises:
+        BadInputError: An item is no document, breaks a field rule, or its id appears twice.
+    """
     if isinstance(documents, (Document, dict)):
-        return [documents]
-    if isinstance(documents, (str, bytes, bytearray)) or not isinstance(documents, Iterable):
+        documents = [documents]
+    elif isinstance(documents, (str, bytes, bytearray)) or not isinstance(documents, Iterable):
         raise BadInputError(
             f"documents must be a Document, a dict or an iterable of them, got {type(documents).__name__}"
         )
-    items = list(documents)
-    for i, item in enumerate(items):
+    docs, seen = [], set()
+    for i, item in enumerate(documents):
         if not isinstance(item, (Document, dict)):
             raise BadInputError(f"documents[{i}] must be a Document or a dict, got {type(item).__name__}")
-    return items
+        doc = coerce_document(item)
+        if doc.id in seen:
+            raise BadInputError(f"document id {doc.id!r} appears twice in one batch")
+        seen.add(doc.id)
+        docs.append(doc)
+    return docs
+
+
+def check_vectors(vectors: Any, n: int, dim: int, what: str = "vectors", single: bool = False) -> np.ndarray:
+    """Caller-given embeddings as ``(n, dim)`` float32 rows of unit norm (``single``: one ``(dim,)`` vector).
+
+    Raises:
+        BadInputError: They are not numbers, have another shape, hold NaN or
+            infinite values, or an all-zero row.
+    """
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"{what} must be numbers: {exc}") from None
+    if single and array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape != (n, dim):
+        expected = f"({dim},)" if single else f"({n}, {dim})"
+        raise BadInputError(f"{what} must have shape {expected} for this collection, got {tuple(array.shape)}")
+    if not np.isfinite(array).all():
+        raise BadInputError(f"{what} hold NaN or infinite values")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    if (norms == 0).any():
+        raise BadInputError(f"{what} hold an all-zero row, which has no direction")
+    return np.ascontiguousarray(array / norms, dtype=np.float32)
 
 
 def check_ids(ids: Any) -> list[str]:
@@ -108,6 +150,14 @@ def check_texts(texts: Any) -> list[str]:
     return items
 
 
+def check_embed_options(batch_size: Any, on_overflow: Any) -> None:
+    """``batch_size`` (``None`` or a positive integer) and ``on_overflow`` (``"warn"`` or ``"error"``) of ``embed``."""
+    if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
+        raise BadInputError(f"batch_size must be a positive integer, got {printable(repr(batch_size), 40)}")
+    if on_overflow not in ("warn", "error"):
+        raise BadInputError(f"on_overflow must be 'warn' or 'error', not {printable(repr(on_overflow), 40)}")
+
+
 def check_path(path: Any, name: str = "path") -> None:
     """A collection directory: a string or ``os.PathLike``, not empty."""
     if not isinstance(path, (str, os.PathLike)):
@@ -141,6 +191,8 @@ def check_create_args(
 
 def check_model(model: Any) -> None:
     """A model: ``None``, a directory or hub id (string or path), or an ``Embedder``."""
+    from retriever.encoding.embedder import Embedder  # the embedder itself validates through this module
+
     if model is None or isinstance(model, Embedder):
         return
     if not isinstance(model, (str, os.PathLike)):

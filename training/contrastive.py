@@ -149,8 +149,8 @@ def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool =
     pairs = []
     index = analyzer = None
     if hard_negatives:
-        from retriever.bm25 import Analyzer
-        from retriever.bm25_matrix import BM25Index
+        from retriever.search.bm25 import Analyzer
+        from retriever.search.bm25_matrix import BM25Index
 
         analyzer = Analyzer()
         index = BM25Index.empty().updated(
@@ -272,7 +272,7 @@ def load_mean_pooling_model(location: str | Path, device: str | None = None):
     from sentence_transformers.sentence_transformer.modules import Pooling
     from transformers.utils import logging as hf_logging
 
-    from retriever.embedder import resolve_model
+    from retriever.encoding.embedder import resolve_model
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()

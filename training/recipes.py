@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from retriever.atomic import atomic_write_text
+from retriever.storage.atomic import atomic_write_text
 from retriever.errors import BadInputError
 
 Scorer = Callable[[Path, str, str], dict]

@@ -436,7 +436,7 @@ def test_concurrent_searches_go_through_the_micro_batcher(tmp_path, tiny_model_d
 
     from app.server import create_app
     from retriever import Collection
-    from retriever.batching import BatchedBackend
+    from retriever.encoding.batching import BatchedBackend
 
     with Collection.create(tmp_path / "col", tiny_model_dir) as col:
         col.upsert(DOCS)

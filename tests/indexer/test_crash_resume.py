@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from retriever import Collection
-from retriever.segment import SEGMENTS_DIR
+from retriever.storage.segment import SEGMENTS_DIR
 
 WORDS = (
     "river mountain coffee tea python database network search engine winter snow cloud fox dog "
@@ -58,7 +58,7 @@ def _snapshot(collection_dir: Path) -> dict:
     """Documents, chunk counts and top hits, keyed by content rather than internal keys."""
     with Collection.open(collection_dir) as col:
         state = col.catalog.state()
-        view = col._current()
+        view = col.reader.current()
         stored = col.catalog.lookup(list(col.ids()))
         n_docs, n_chunks = col.catalog.counts()
         live = set()

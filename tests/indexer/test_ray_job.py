@@ -20,7 +20,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from indexer.job import index_paths  # noqa: E402
-from retriever import Collection, vector_index  # noqa: E402
+from retriever import Collection  # noqa: E402
+from retriever.search import vector_index  # noqa: E402
 from tests.indexer.test_crash_resume import _generation, _repo, _snapshot, _write_corpus  # noqa: E402
 
 WORKERS = 2
@@ -45,7 +46,7 @@ def _chunk_vectors(col: Collection) -> dict[str, np.ndarray]:
     """Each live document's chunk vectors, in chunk order."""
     id_of = {row.key: doc_id for doc_id, row in col.catalog.lookup(list(col.ids())).items()}
     out = {}
-    for part in col._current().parts:
+    for part in col.reader.current().parts:
         segment = part.segment
         vectors = vector_index.reconstruct(segment.index, np.arange(segment.n_chunks))
         for row in range(segment.n_docs):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.atomic import atomic_write, atomic_write_text
+from retriever.storage.atomic import atomic_write, atomic_write_text
 
 
 class Boom(RuntimeError):

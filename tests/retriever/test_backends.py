@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from retriever import BadInputError, Embedder
-from retriever.backends import choice
-from retriever.export import find_export
+from retriever.encoding.backends import choice
+from retriever.encoding.export import find_export
 
 TEXTS = [
     "green tea",
@@ -75,7 +75,7 @@ def test_onnx_runs_the_fused_graph_where_every_layer_fuses(tiny_model_dir, tiny_
 def test_a_graph_that_does_not_fully_fuse_is_not_kept(tiny_model_dir, tiny_reference, tmp_path):
     from types import SimpleNamespace
 
-    from retriever.export import _fuse_graph
+    from retriever.encoding.export import _fuse_graph
 
     cache, _ = tiny_reference
     Embedder(tiny_model_dir, backend="onnx", cache_dir=cache)
@@ -120,7 +120,7 @@ def test_lossless_backends_match_torch_on_minilm(minilm_reference, backend):
 @pytest.mark.parametrize("precision", ["fp32"] + (["bf16"] if BF16 else []))
 def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_dir, tiny_reference, precision):
     """Inputs padded to fixed-shape graphs (rows and tokens) get the vectors of the unpadded dynamic run."""
-    from retriever.backends.openvino_backend import FIXED_ROWS, FIXED_TOKENS, OpenVinoBackend
+    from retriever.encoding.backends.openvino_backend import FIXED_ROWS, FIXED_TOKENS, OpenVinoBackend
 
     assert (FIXED_ROWS, FIXED_TOKENS) == ((1, 4, 8), (16, 32, 64))  # the shapes asserted below
 
@@ -168,7 +168,7 @@ def _token_batch(seed: int, rows: int, tokens: int) -> tuple[np.ndarray, np.ndar
 @pytest.mark.skipif(not BF16, reason="this CPU has no BF16: OpenVINO has one precision to compile here")
 def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_model_dir, tmp_path):
     """A bf16 compile after an fp32 one of the same graph (shared on-disk cache) gives its own, finite vectors."""
-    from retriever.backends.openvino_backend import OpenVinoBackend
+    from retriever.encoding.backends.openvino_backend import OpenVinoBackend
 
     graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
     ids, mask = _token_batch(seed=1, rows=3, tokens=20)
@@ -188,7 +188,7 @@ def test_openvino_precisions_of_one_graph_keep_their_own_compiled_blobs(tiny_mod
 
 
 def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_compiled_again(tiny_model_dir, tmp_path):
-    from retriever.backends.openvino_backend import OpenVinoBackend
+    from retriever.encoding.backends.openvino_backend import OpenVinoBackend
 
     graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
     ids, mask = _token_batch(seed=2, rows=1, tokens=12)
@@ -205,7 +205,7 @@ def test_fixed_shape_graphs_are_imported_by_later_backends_and_a_torn_blob_is_co
 
 
 def test_blobs_of_earlier_cache_layouts_are_removed_and_current_ones_kept(tiny_model_dir, tmp_path):
-    from retriever.backends.openvino_backend import DYNAMIC_CACHE, OpenVinoBackend
+    from retriever.encoding.backends.openvino_backend import DYNAMIC_CACHE, OpenVinoBackend
 
     graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
     cache = graph.parent / "openvino-cache"

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from retriever.batching import (
+from retriever.encoding.batching import (
     BatchedBackend,
     MicroBatcher,
     call_overhead_tokens,
@@ -83,7 +83,7 @@ def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, tmp_
 
 def test_calls_of_different_lengths_merged_into_one_pass_get_their_own_rows(tiny_model_dir, tmp_path):
     from retriever import Embedder
-    from retriever.tokens import padded_batches
+    from retriever.encoding.tokens import padded_batches
 
     embedder = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
     inner = embedder._backend

@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.bm25 import Analyzer
-from retriever.bm25_matrix import BM25Index
+from retriever.search.bm25 import Analyzer
+from retriever.search.bm25_matrix import BM25Index
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,7 +42,7 @@ def test_analyzer_lowercases_drops_stopwords_and_stems(analyzer):
 def test_stopwords_are_lucenes_english_set_as_bm25s_lists_it():
     from bm25s.stopwords import STOPWORDS_EN as reference
 
-    from retriever.bm25 import STOPWORDS_EN
+    from retriever.search.bm25 import STOPWORDS_EN
 
     assert STOPWORDS_EN == frozenset(reference) and len(STOPWORDS_EN) == 33
 
@@ -51,7 +51,7 @@ def test_searching_loads_neither_scipy_nor_bm25s():
     """A command-line search imports what it uses: scipy alone costs it a fifth of a second."""
     probe = (
         "import sys\n"
-        "from retriever.bm25 import Analyzer, bm25_top\n"
+        "from retriever.search.bm25 import Analyzer, bm25_top\n"
         "Analyzer()('the rivers flow')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'bm25s'}))\n"
     )

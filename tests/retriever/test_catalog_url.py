@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retriever import SemsearchError
-from retriever.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV, for_manifest, redact, with_password
+from retriever.storage.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV, for_manifest, redact, with_password
 
 
 @pytest.fixture(autouse=True)

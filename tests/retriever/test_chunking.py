@@ -7,7 +7,7 @@ import random
 import pytest
 
 from retriever import BadInputError, Document
-from retriever.chunking import TITLE_SEPARATOR, Chunker
+from retriever.encoding.chunking import TITLE_SEPARATOR, Chunker
 
 WORDS = (
     "the quick brown fox jumps over lazy dog green tea is steamed after picking coffee beans "

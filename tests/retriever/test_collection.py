@@ -16,8 +16,8 @@ from retriever import (
     Embedder,
     ModelMismatchError,
 )
-from retriever.manifest import DEFAULT_CATALOG, MANIFEST
-from retriever.segment import SEGMENTS_DIR, deletion_file
+from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
+from retriever.storage.segment import SEGMENTS_DIR, deletion_file
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans".split()
 
@@ -28,7 +28,7 @@ def words(n: int, offset: int = 0) -> str:
 
 def live_keys(col: Collection) -> set[int]:
     """Keys of the live documents in the committed generation's segments."""
-    view = col._current()
+    view = col.reader.current()
     keys = set()
     for part in view.parts:
         rows = range(part.segment.n_docs) if part.live_docs is None else part.live_docs.nonzero()[0]
@@ -39,7 +39,7 @@ def live_keys(col: Collection) -> set[int]:
 def assert_consistent(col: Collection) -> None:
     """Catalog, segments and files on disk agree on the committed generation."""
     state = col.catalog.state()
-    view = col._current()
+    view = col.reader.current()
     assert view.generation == state.generation
     assert live_keys(col) == set(col.catalog.all_keys().tolist())
     n_docs, n_chunks = col.catalog.counts()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from retriever import Collection
-from retriever.merging import MergePolicy
-from retriever.segment import SEGMENTS_DIR
+from retriever.storage.merging import MergePolicy
+from retriever.storage.segment import SEGMENTS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
 FIRST = [{"id": f"d{i}", "text": f"tea rivers note {i} " * (1 + i % 3), "metadata": {"n": i}} for i in range(12)]
@@ -25,11 +25,11 @@ SECOND = [{**d, "text": d["text"] + " revised"} for d in FIRST[:5]] + [
 
 # (what to patch, condition on its arguments) -> the process dies there
 KILL_POINTS = {
-    "between segment files": ("retriever.segment.write_durably", "args[0].name == 'postings.rows.npy'"),
-    "after a deletion file": ("retriever.collection.write_deletions", "True"),
-    "before the publish": ("retriever.catalog.Catalog.publish", "True"),
-    "after the publish, before HEAD": ("retriever.collection.write_head", "True"),
-    "while merging": ("retriever.collection.merge", "True"),
+    "between segment files": ("retriever.storage.segment.write_durably", "args[0].name == 'postings.rows.npy'"),
+    "after a deletion file": ("retriever.storage.writer.write_deletions", "True"),
+    "before the publish": ("retriever.storage.catalog.Catalog.publish", "True"),
+    "after the publish, before HEAD": ("retriever.storage.writer.write_head", "True"),
+    "while merging": ("retriever.storage.writer.merge", "True"),
 }
 
 CHILD = """

@@ -142,7 +142,7 @@ def test_empty_input_gives_zero_rows(tiny_embedder):
 
 @pytest.mark.parametrize("bad", [[1], ["tea", None], [b"bytes"], ["tea", ["nested"]]])
 def test_non_string_input_raises(tiny_embedder, bad):
-    with pytest.raises(BadInputError, match="not str"):
+    with pytest.raises(BadInputError, match=r"texts\[\d\] must be a string"):
         tiny_embedder.embed(bad)
 
 

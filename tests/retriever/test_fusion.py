@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retriever.errors import BadInputError
-from retriever.fusion import convex_combination, fuse, reciprocal_rank_fusion
+from retriever.search.fusion import convex_combination, fuse, reciprocal_rank_fusion
 
 DENSE = [("a", 0.9), ("b", 0.8), ("c", 0.5)]
 SPARSE = [("a", 12.0), ("d", 7.0), ("b", 1.0)]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from retriever import Collection, SemsearchError
-from retriever.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV
+from retriever.storage.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [

@@ -43,7 +43,7 @@ def _assert_same_vectors(rows, column, expected_by_id):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_embed_dataset_equals_embedder_with_two_actors(local_ray, tiny_model_dir, tiny_embedder):
-    from retriever.ray_embed import embed_dataset
+    from retriever.encoding.ray_embed import embed_dataset
 
     expected = dict(zip([f"t{i}" for i in range(len(TEXTS))], tiny_embedder.embed(TEXTS, on_overflow="warn")))
     out = embed_dataset(_dataset(local_ray), "text", tiny_model_dir, batch_size=4, concurrency=2)
@@ -55,7 +55,7 @@ def test_embed_dataset_equals_embedder_with_two_actors(local_ray, tiny_model_dir
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_the_callable_class_works_in_map_batches(local_ray, tiny_embedder):
-    from retriever.ray_embed import EmbedBatches
+    from retriever.encoding.ray_embed import EmbedBatches
 
     expected = dict(zip([f"t{i}" for i in range(len(TEXTS))], tiny_embedder.embed(TEXTS, on_overflow="warn")))
     out = _dataset(local_ray).map_batches(
@@ -69,7 +69,7 @@ def test_the_callable_class_works_in_map_batches(local_ray, tiny_embedder):
 
 
 def test_an_embedder_travels_as_its_model_and_bad_arguments_are_refused(local_ray, tiny_embedder):
-    from retriever.ray_embed import _model_location, embed_dataset
+    from retriever.encoding.ray_embed import _model_location, embed_dataset
 
     assert _model_location(tiny_embedder) == tiny_embedder.name
     assert _model_location(None) is None
@@ -78,10 +78,10 @@ def test_an_embedder_travels_as_its_model_and_bad_arguments_are_refused(local_ra
 
 
 def test_without_ray_the_import_fails_with_one_line_saying_what_to_install():
-    code = "import sys; sys.modules['ray'] = None; sys.modules['ray.data'] = None; import retriever.ray_embed"
+    code = "import sys; sys.modules['ray'] = None; sys.modules['ray.data'] = None; import retriever.encoding.ray_embed"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "ImportError: retriever.ray_embed needs Ray: pip install 'semsearch[ray]'"
+        "ImportError: retriever.encoding.ray_embed needs Ray: pip install 'semsearch[ray]'"
     )

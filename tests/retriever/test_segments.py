@@ -7,10 +7,11 @@ import pytest
 from sqlalchemy import event
 
 from retriever import BadInputError, Collection
-from retriever.bm25_matrix import BM25Index
-from retriever.merging import MergePolicy
-from retriever.segment import SEGMENTS_DIR
-from retriever.vector_index import IndexPolicy
+from retriever.search.bm25_matrix import BM25Index
+from retriever.search.ranking import dense_rankings
+from retriever.storage.merging import MergePolicy
+from retriever.storage.segment import SEGMENTS_DIR
+from retriever.search.vector_index import IndexPolicy
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans roast".split()
 
@@ -113,7 +114,7 @@ def test_compact_merges_into_one_segment_and_drops_deleted_rows(tmp_path, tiny_e
     result = col.compact()
     assert result["segments_before"] == 4 and result["segments_after"] == 1
     assert len(col.catalog.state().segments) == 1
-    assert col._current().parts[0].n_live_docs == col._current().parts[0].segment.n_docs == 200
+    assert col.reader.current().parts[0].n_live_docs == col.reader.current().parts[0].segment.n_docs == 200
     assert {m: ranking(col, "tea snow item7", m) for m in before} == before
     fresh = fresh_copy(col, tmp_path / "fresh", tiny_embedder)
     fresh.compact()  # vacuum its catalog too: both then hold exactly what is live
@@ -124,7 +125,7 @@ def test_tiered_merge_after_commits(tmp_path, tiny_embedder):
     col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=3, floor_chunks=4))
     for start in range(0, 60, 6):
         col.add(docs(start, 6))
-    sizes = [p.n_live_chunks for p in col._current().parts]
+    sizes = [p.n_live_chunks for p in col.reader.current().parts]
     assert len(sizes) < 10, sizes  # ten commits did not leave ten segments
     assert sum(sizes) == col.catalog.counts()[1]
     assert len(col) == 60 and {h.id for h in col.search("tea", k=60, mode="bm25")} <= set(col.ids())
@@ -137,7 +138,7 @@ def test_small_segments_merge_at_the_small_fan_in(tmp_path, tiny_embedder):
     counts = []
     for start in range(0, 20, 5):
         col.add(docs(start, 5))
-        counts.append(len(col._current().parts))
+        counts.append(len(col.reader.current().parts))
     assert counts == [1, 2, 1, 2]  # the third small segment merged the three
     assert sorted(col.ids()) == sorted(d["id"] for d in docs(0, 20))
     col.close()
@@ -236,7 +237,7 @@ def test_embedding_happens_outside_the_write_lock(tmp_path, tiny_embedder, monke
     embed = tiny_embedder.embed_token_ids
 
     def watching(token_ids, **kwargs):
-        held.append(col._lock.is_locked)
+        held.append(col.writer.is_locked)
         return embed(token_ids, **kwargs)
 
     monkeypatch.setattr(tiny_embedder, "embed_token_ids", watching)
@@ -307,27 +308,27 @@ QUERIES = [text(i, n) for i, n in ((3, 4), (17, 12), (44, 2), (61, 8), (75, 6), 
 
 def test_many_query_vectors_rank_as_each_alone(layered):
     """One index search per segment for several queries gives each query's own ranking, widening included."""
-    view = layered._current()
+    view = layered.reader.current()
     vectors = layered.embed(QUERIES)
     for k in (1, 7, 500):  # 500: more than there are chunks, so every query widens to all of them
-        together = layered._dense_rankings(view, vectors, k, None, False)
-        alone = [layered._dense_ranking(view, vectors[i : i + 1], k, None, False) for i in range(len(QUERIES))]
+        together = dense_rankings(view, vectors, k, None, False, layered.index_policy)
+        alone = [dense_rankings(view, vectors[i : i + 1], k, None, False, layered.index_policy)[0] for i in range(len(QUERIES))]
         assert [ranked for ranked, _ in together] == [ranked for ranked, _ in alone]
         assert [where for _, where in together] == [where for _, where in alone]
         assert len({tuple(key for key, _ in ranked) for ranked, _ in together}) > 1  # the queries differ
 
 
 def test_a_search_batch_keeps_views_and_depths_apart(layered):
-    old_view = layered._current()
+    old_view = layered.reader.current()
     nearest = layered.search(QUERIES[0], k=1, mode="dense")[0].id
     layered.delete([nearest])  # the first query's best hit: its top 5 must change
-    new_view = layered._current()
+    new_view = layered.reader.current()
     assert new_view is not old_view
     vectors = layered.embed(QUERIES[:3])
     items = [(old_view, vectors[0:1], 5), (new_view, vectors[0:1], 5), (new_view, vectors[1:2], 100),
              (old_view, vectors[2:3], 100)]
-    got = layered._dense_batch(items)
-    assert got == [layered._dense_ranking(view, vector, depth, None, False) for view, vector, depth in items]
+    got = layered.searcher.rank_batch(items)
+    assert got == [dense_rankings(view, vector, depth, None, False, layered.index_policy)[0] for view, vector, depth in items]
     assert got[0] != got[1]  # the deletion shows in the newer view only
 
 
@@ -353,8 +354,8 @@ def test_batched_searches_from_many_threads_get_the_hits_each_gets_alone(layered
     for mine, alone in zip(got, expected):
         assert [(i, t) for i, _, t in mine] == [(i, t) for i, _, t in alone]
         assert [s for _, s, _ in mine] == pytest.approx([s for _, s, _ in alone], abs=1e-5)
-    batches = layered._dense_batcher.batches
+    batches = layered.searcher.batcher.batches
     assert 0 < batches <= sum(mode != "bm25" for _, mode, _ in cases)
     filtered = layered.search(QUERIES[0], k=5, mode="dense", where={"g": 1})  # a filter takes the search's own path
     assert filtered and all(h.metadata["g"] == 1 for h in filtered)
-    assert layered._dense_batcher.batches == batches
+    assert layered.searcher.batcher.batches == batches

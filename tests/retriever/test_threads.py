@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from retriever import threads
+from retriever.encoding import threads
 
 
 def test_available_cores_follows_the_affinity_and_the_quota():
@@ -40,7 +40,7 @@ def test_importing_the_package_sets_passive_openmp_before_the_libraries_load():
         "import os, json\n"
         "os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})\n"
         "import retriever, faiss, torch\n"
-        "from retriever import threads\n"
+        "from retriever.encoding import threads\n"
         "threads.apply()\n"
         "print(json.dumps({k: os.environ.get(k) for k in ('OMP_WAIT_POLICY', 'OMP_NUM_THREADS', 'KMP_BLOCKTIME')}"
         " | {'torch': torch.get_num_threads(), 'faiss': faiss.omp_get_max_threads()}))\n"
@@ -84,7 +84,7 @@ def test_torch_loaded_late_for_passages_gets_the_embedders_count(tiny_model_dir,
     In a fresh interpreter, where torch is not imported before the embedder (a Ray actor's case).
     """
     from retriever import Embedder
-    from retriever.backends import choice
+    from retriever.encoding.backends import choice
 
     exported = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # the export the decision needs
     choice.save_choice(tmp_path, choice.choice_key(exported.weights_sha256),
@@ -92,7 +92,7 @@ def test_torch_loaded_late_for_passages_gets_the_embedders_count(tiny_model_dir,
     code = (
         "import sys\n"
         "from retriever import Embedder\n"
-        "from retriever.embedder import QUERY_BATCH\n"
+        "from retriever.encoding.embedder import QUERY_BATCH\n"
         f"embedder = Embedder({str(tiny_model_dir)!r}, cache_dir={str(tmp_path)!r}, threads=1)\n"
         "assert (embedder.backend, embedder.query_backend) == ('torch-fp32', 'onnx-fp32')\n"
         "assert 'torch' not in sys.modules\n"

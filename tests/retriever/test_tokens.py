@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.tokens import TextTokenizer, padded_batches
+from retriever.encoding.tokens import TextTokenizer, padded_batches
 
 TEXTS = ["green tea", "  Rivers flow into the sea.  ", "", "snow covers the peaks in winter " * 60, "python"]
 

@@ -15,9 +15,9 @@ import pytest
 
 from retriever import Collection, CorruptCollectionError
 from retriever.errors import FormatVersionError
-from retriever.manifest import MANIFEST
-from retriever.segment import SEGMENTS_DIR
-from retriever.upgrade import upgrade
+from retriever.storage.manifest import MANIFEST
+from retriever.storage.segment import SEGMENTS_DIR
+from retriever.storage.upgrade import upgrade
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [
@@ -32,7 +32,7 @@ def write_format_1(path: Path, embedder) -> dict[str, np.ndarray]:
 
     Returns each document's chunk vectors.
     """
-    from retriever.chunking import Chunker
+    from retriever.encoding.chunking import Chunker
 
     path.mkdir(parents=True)
     chunker = Chunker(embedder.tokenizer, embedder.max_tokens - 2, 8, True)
@@ -123,7 +123,7 @@ def test_upgrade_keeps_documents_vectors_and_spans(old_vectors, tiny_embedder):
 
 
 def test_an_interrupted_conversion_leaves_format_1_and_a_rerun_finishes(old, tiny_embedder, monkeypatch):
-    from retriever import manifest as manifest_module
+    from retriever.storage import manifest as manifest_module
 
     def crash(self, root):
         raise KeyboardInterrupt  # killed just before the switch

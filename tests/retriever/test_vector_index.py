@@ -6,9 +6,9 @@ import faiss
 import numpy as np
 import pytest
 
-from retriever import vector_index
+from retriever.search import vector_index
 from retriever.errors import CorruptCollectionError
-from retriever.vector_index import IndexPolicy
+from retriever.search.vector_index import IndexPolicy
 
 
 def clustered(n: int, dim: int = 32, centers: int = 40, seed: int = 0) -> np.ndarray:

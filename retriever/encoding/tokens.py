@@ -37,7 +37,7 @@ class TextTokenizer:
         tokenizer.no_truncation()
         tokenizer.no_padding()
         self._tokenizer = tokenizer
-        self.backend = tokenizer  # the Rust tokenizer, for chunking (``retriever.chunking.Chunker``)
+        self.backend = tokenizer  # the Rust tokenizer, for chunking (``retriever.encoding.chunking.Chunker``)
         self.max_tokens = max_tokens
         self.do_lower_case = do_lower_case
         self.prefix, self.suffix = _special_tokens(tokenizer)

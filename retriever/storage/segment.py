@@ -11,7 +11,7 @@ their chunks, written once and never changed::
         byte_spans.npy      (chunks, 2) int64 the same spans in UTF-8 bytes
         text.bin            every document's text, UTF-8, one after another
         text_offsets.npy    (docs + 1,) int64 byte offsets into text.bin
-        vectors.faiss       the chunk vectors (see ``retriever.vector_index``)
+        vectors.faiss       the chunk vectors (see ``retriever.search.vector_index``)
         terms.txt           BM25 vocabulary, one term a line
         postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
         doc_lengths.npy     (docs,) float32 analysed length of title + text
@@ -33,9 +33,9 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever import vector_index
-from retriever.atomic import fsync_dir, write_durably
-from retriever.bm25 import Analyzer, Postings
+from retriever.search import vector_index
+from retriever.storage.atomic import fsync_dir, write_durably
+from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
 
 SEGMENTS_DIR = "segments"

@@ -54,24 +54,24 @@ def load(name: str, *, export=None, model=None, threads: int | None = None) -> B
 
     Args:
         name: A backend name from ``SUPPORTED``.
-        export: The model's ``retriever.export.Export`` (for onnx and openvino).
+        export: The model's ``retriever.encoding.export.Export`` (for onnx and openvino).
         model: The loaded ``SentenceTransformer`` (for torch).
-        threads: Threads for the runtime (default: ``retriever.threads.thread_count()``).
+        threads: Threads for the runtime (default: ``retriever.encoding.threads.thread_count()``).
     """
     runtime, precision = parse(name).split("-")
     if runtime == "torch":
-        from retriever.backends.torch_backend import TorchBackend
+        from retriever.encoding.backends.torch_backend import TorchBackend
 
         return TorchBackend(model, precision)
     if export is None:
         raise BadInputError(f"backend {name} needs the exported model")
     graph = export.int8_path() if precision == "int8" else export.onnx_path
     if runtime == "onnx":
-        from retriever.backends.onnx_backend import OnnxBackend
+        from retriever.encoding.backends.onnx_backend import OnnxBackend
 
         if precision == "fp32" and export.fused_path is not None:
             graph = export.fused_path
         return OnnxBackend(graph, precision, threads)
-    from retriever.backends.openvino_backend import OpenVinoBackend
+    from retriever.encoding.backends.openvino_backend import OpenVinoBackend
 
     return OpenVinoBackend(graph, precision, threads)

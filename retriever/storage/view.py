@@ -13,8 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.catalog import CatalogState, SegmentRef
-from retriever.segment import SEGMENTS_DIR, Segment
+from retriever.search.vector_index import IVF
+from retriever.storage.catalog import CatalogState, SegmentRef
+from retriever.storage.segment import SEGMENTS_DIR, Segment
 
 
 @dataclass
@@ -89,6 +90,31 @@ class View:
                 return i, row
         return None
 
+    def summary(self) -> str:
+        """``"2 segments: IVF1024 nprobe 16 (1,000,000 chunks), exact (2,000 chunks)"``."""
+        if not self.parts:
+            return "no segments (empty)"
+        described = []
+        for part in self.parts:
+            index = part.segment.meta["index"]
+            kind = f"IVF{index['nlist']} nprobe {index['nprobe']}" if index["type"] == IVF else "exact"
+            described.append(f"{kind} ({part.n_live_chunks:,} chunks)")
+        count = f"{len(self.parts)} segment{'s' if len(self.parts) > 1 else ''}"
+        return f"{count}: {', '.join(described)}"
+
+    def segments(self) -> list[dict]:
+        """Per segment: ``name``, live ``documents`` and ``chunks``, ``deleted_documents``, ``index`` settings."""
+        return [
+            {
+                "name": p.ref.name,
+                "documents": p.n_live_docs,
+                "chunks": p.n_live_chunks,
+                "deleted_documents": p.segment.n_docs - p.n_live_docs,
+                "index": p.segment.meta["index"],
+            }
+            for p in self.parts
+        ]
+
     def locate(self, keys: np.ndarray) -> list[np.ndarray]:
         """Per part, the live rows holding any of ``keys`` (sorted int64)."""
         out = []
@@ -120,4 +146,5 @@ def load_view(root: Path, state: CatalogState, previous: View | None = None) -> 
 
 
 def refs(parts: Sequence[SegmentView]) -> list[SegmentRef]:
+    """The ``SegmentRef`` of each part."""
     return [p.ref for p in parts]

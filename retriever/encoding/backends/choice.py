@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from retriever.atomic import atomic_write_text
+from retriever.storage.atomic import atomic_write_text
 
 MIN_COSINE = 0.9999
 #: Bumped when the backends change in ways that may change the winner: older decisions are measured again.
@@ -45,7 +45,7 @@ SAMPLE_QUERIES = (
 
 def cpu_info() -> dict:
     """This CPU's model name, relevant instruction-set flags and available cores."""
-    from retriever.threads import available_cores
+    from retriever.encoding.threads import available_cores
 
     model, flags = "unknown", set()
     try:

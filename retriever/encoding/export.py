@@ -29,7 +29,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.atomic import atomic_write, atomic_write_text, fsync_dir
+from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 from retriever.errors import SemsearchError
 
 CACHE_ENV = "SEMSEARCH_CACHE"

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from retriever.atomic import atomic_write_text
-from retriever.errors import CollectionNotFoundError, CorruptCollectionError, FormatVersionError
+from retriever.errors import CollectionNotFoundError, CorruptCollectionError, FormatVersionError, ModelMismatchError
+from retriever.storage.atomic import atomic_write_text
 
 MANIFEST = "manifest.json"
 FORMAT = "semsearch-collection"
 FORMAT_VERSION = 2  # 1: one FAISS file and one BM25 file per generation; 2: segments
 DEFAULT_CATALOG = "catalog.sqlite"
+
+
+class ModelIdentity(Protocol):
+    """What a manifest checks of a model (``Embedder`` has it)."""
+
+    name: str
+    dim: int
+    weights_sha256: str
 
 
 @dataclass
@@ -45,6 +55,26 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def new(
+        cls, model: dict[str, Any], chunking: dict[str, Any], index: dict[str, Any], bm25: dict[str, Any],
+        catalog_url: str | None,
+    ) -> "Manifest":
+        """The manifest of a collection created now, with a new uuid."""
+        created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        return cls(str(uuid.uuid4()), created_at, model, chunking, index, catalog_url, bm25)
+
+    def check_model(self, root: Path, embedder: ModelIdentity) -> None:
+        """Raise ``ModelMismatchError`` unless ``embedder`` has the weights and dimension the collection was built with."""
+        expected = self.model
+        if embedder.weights_sha256 != expected["sha256"] or embedder.dim != expected["dim"]:
+            raise ModelMismatchError(
+                f"collection {root} was built with model {expected['name']!r} "
+                f"(sha256 {expected['sha256'][:12]}, dim {expected['dim']}); "
+                f"{embedder.name!r} (sha256 {embedder.weights_sha256[:12]}, dim {embedder.dim}) "
+                "is a different model"
+            )
+
     def catalog_location(self, root: Path) -> str:
         """The SQLAlchemy URL of the catalog for a collection at ``root``."""
         if self.catalog_url:
@@ -52,10 +82,18 @@ class Manifest:
         return f"sqlite:///{(Path(root) / DEFAULT_CATALOG).resolve()}"
 
     def save(self, root: Path) -> None:
+        """Write ``manifest.json`` into ``root`` atomically."""
         atomic_write_text(Path(root) / MANIFEST, json.dumps(asdict(self), indent=2) + "\n")
 
     @classmethod
     def load(cls, root: Path) -> "Manifest":
+        """Read ``root``'s manifest.
+
+        Raises:
+            CollectionNotFoundError: No collection (or no manifest) at ``root``.
+            FormatVersionError: An older format that ``semsearch upgrade`` converts.
+            CorruptCollectionError: The manifest is unreadable or malformed.
+        """
         path = Path(root) / MANIFEST
         if not Path(root).is_dir():
             raise CollectionNotFoundError(f"no collection at {root}: directory does not exist")

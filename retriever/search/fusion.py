@@ -24,30 +24,30 @@ DEFAULT_RRF_K = 60
 DEFAULT_FUSION = "convex"
 DEFAULT_ALPHA = 0.6
 
-Ranking = Sequence[tuple[str, float]]  # (doc_id, score), best first
+Ranking = Sequence[tuple[int, float]]  # (document key, score), best first; the searcher passes integer keys
 
 
-def reciprocal_rank_fusion(rankings: Sequence[Ranking], rrf_k: int = DEFAULT_RRF_K) -> list[tuple[str, float]]:
+def reciprocal_rank_fusion(rankings: Sequence[Ranking], rrf_k: int = DEFAULT_RRF_K) -> list[tuple[int, float]]:
     """RRF over any number of rankings; ties keep the order of first appearance."""
-    fused: dict[str, float] = {}
+    fused: dict[int, float] = {}
     for ranking in rankings:
-        for rank, (doc_id, _) in enumerate(ranking, start=1):
-            fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (rrf_k + rank)
+        for rank, (key, _) in enumerate(ranking, start=1):
+            fused[key] = fused.get(key, 0.0) + 1.0 / (rrf_k + rank)
     return sorted(fused.items(), key=lambda item: -item[1])
 
 
-def convex_combination(dense: Ranking, sparse: Ranking, alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
+def convex_combination(dense: Ranking, sparse: Ranking, alpha: float = DEFAULT_ALPHA) -> list[tuple[int, float]]:
     """``alpha * dense + (1 - alpha) * bm25`` of min-max-normalised scores."""
     if not 0.0 <= alpha <= 1.0:
         raise BadInputError(f"alpha must be within [0, 1], got {alpha}")
-    fused: dict[str, float] = {}
+    fused: dict[int, float] = {}
     for weight, ranking in ((alpha, dense), (1.0 - alpha, sparse)):
-        for doc_id, score in _min_max(ranking):
-            fused[doc_id] = fused.get(doc_id, 0.0) + weight * score
+        for key, score in _min_max(ranking):
+            fused[key] = fused.get(key, 0.0) + weight * score
     return sorted(fused.items(), key=lambda item: -item[1])
 
 
-def fuse(dense: Ranking, sparse: Ranking, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_ALPHA) -> list[tuple[str, float]]:
+def fuse(dense: Ranking, sparse: Ranking, fusion: str = DEFAULT_FUSION, alpha: float = DEFAULT_ALPHA) -> list[tuple[int, float]]:
     """Fuse by name: ``"rrf"`` or ``"convex"`` (with ``alpha``)."""
     if fusion == "rrf":
         return reciprocal_rank_fusion([dense, sparse])
@@ -56,11 +56,11 @@ def fuse(dense: Ranking, sparse: Ranking, fusion: str = DEFAULT_FUSION, alpha: f
     raise BadInputError(f"unknown fusion {fusion!r}; use one of {', '.join(FUSIONS)}")
 
 
-def _min_max(ranking: Ranking) -> list[tuple[str, float]]:
+def _min_max(ranking: Ranking) -> list[tuple[int, float]]:
     if not ranking:
         return []
     scores = [score for _, score in ranking]
     low, high = min(scores), max(scores)
     if high == low:
-        return [(doc_id, 1.0) for doc_id, _ in ranking]
-    return [(doc_id, (score - low) / (high - low)) for doc_id, score in ranking]
+        return [(key, 1.0) for key, _ in ranking]
+    return [(key, (score - low) / (high - low)) for key, score in ranking]

@@ -119,7 +119,7 @@ def _rust_tokenizer(tokenizer):
     """
     from tokenizers import Tokenizer
 
-    from retriever.tokens import TextTokenizer
+    from retriever.encoding.tokens import TextTokenizer
 
     rust = None
     if isinstance(tokenizer, Tokenizer):

@@ -19,7 +19,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from retriever.view import SegmentView
+from retriever.storage.view import SegmentView
 
 
 @dataclass(frozen=True)

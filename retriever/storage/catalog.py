@@ -42,9 +42,9 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from retriever.catalog_url import redact, with_password
+from retriever.storage.catalog_url import redact, with_password
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
-from retriever.metadata_index import FilterPlan, field_rows, fields_table
+from retriever.storage.metadata_index import FilterPlan, field_rows, fields_table
 
 _BATCH = 500  # ids per IN (...) clause
 
@@ -198,12 +198,12 @@ class Catalog:
         try:
             metadata_obj.create_all(self.engine)
         except SQLAlchemyError as exc:  # e.g. a server that refuses the connection
-            raise SemsearchError(f"cannot create catalog {self._safe_url()}: {exc.orig or exc}") from None
+            raise SemsearchError(f"cannot create catalog {self.safe_url()}: {exc.orig or exc}") from None
         with self.engine.begin() as conn:
             owner = conn.execute(select(state.c.collection_uuid)).first()
             if owner is not None:  # never take over (and empty) another collection's catalog
                 raise BadInputError(
-                    f"catalog {self._safe_url()} already belongs to collection {owner.collection_uuid}"
+                    f"catalog {self.safe_url()} already belongs to collection {owner.collection_uuid}"
                 )
             conn.execute(
                 insert(state).values(
@@ -226,15 +226,15 @@ class Catalog:
             with self.engine.connect() as conn:
                 row = conn.execute(select(state).where(state.c.id == 1)).one_or_none()
         except SQLAlchemyError as exc:
-            raise CorruptCollectionError(f"cannot read catalog {self._safe_url()}: {exc.orig or exc}") from None
+            raise CorruptCollectionError(f"cannot read catalog {self.safe_url()}: {exc.orig or exc}") from None
         if row is None:
-            raise CorruptCollectionError(f"catalog {self._safe_url()} has no state row")
+            raise CorruptCollectionError(f"catalog {self.safe_url()} has no state row")
         segments = tuple(SegmentRef(name, int(dels)) for name, dels in json.loads(row.segments))
         return CatalogState(
             row.collection_uuid, row.generation, segments, row.next_key, row.next_segment, row.updated_at
         )
 
-    def _safe_url(self) -> str:
+    def safe_url(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
 
     # -- writes -----------------------------------------------------------

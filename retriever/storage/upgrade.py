@@ -2,7 +2,7 @@
 
 Format 1 kept one FAISS file (``IDMap2,Flat``) and one BM25 file per
 generation in ``index/``, and the document texts and chunk rows in the
-catalog. Format 2 keeps documents in segments (``retriever.segment``).
+catalog. Format 2 keeps documents in segments (``retriever.storage.segment``).
 
 The conversion writes the segments and the new catalog tables beside the
 old ones; the manifest, rewritten last, is the switch. A conversion killed
@@ -22,15 +22,15 @@ import numpy as np
 from sqlalchemy import inspect, text
 from tqdm import tqdm
 
-from retriever import vector_index
-from retriever.bm25 import Analyzer
-from retriever.catalog import Catalog, DocumentRow, Publish, SegmentRef
-from retriever.collection import HEAD_FILE, write_head
+from retriever.search import vector_index
+from retriever.search.bm25 import Analyzer
+from retriever.storage.catalog import Catalog, DocumentRow, Publish, SegmentRef
+from retriever.storage.generations import HEAD_FILE, write_head
 from retriever.documents import Document
 from retriever.errors import BadInputError, CorruptCollectionError
-from retriever.manifest import FORMAT_VERSION, MANIFEST, Manifest
-from retriever.merging import MergePolicy
-from retriever.segment import SEGMENTS_DIR, SegmentData, segment_name
+from retriever.storage.manifest import FORMAT_VERSION, MANIFEST, Manifest
+from retriever.storage.merging import MergePolicy
+from retriever.storage.segment import SEGMENTS_DIR, SegmentData, segment_name
 
 _V1_TABLES = ("documents", "chunks", "state")
 _DOCS_PER_SEGMENT = 50_000

@@ -27,7 +27,7 @@ Limits, checked on the whole filter before any SQL is built (a breach is a
 - strings up to ``MAX_STRING_CHARS`` (4,096) characters, encodable as UTF-8;
   integers within 64 bits; floats finite.
 
-A checked filter is compiled by ``retriever.metadata_index`` into one query
+A checked filter is compiled by ``retriever.storage.metadata_index`` into one query
 over the catalog's indexed metadata rows; that SQL grows linearly with the
 filter (each node appears once).
 """

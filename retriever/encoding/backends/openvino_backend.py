@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever import threads as thread_settings
-from retriever.atomic import atomic_write
-from retriever.backends import normalize_rows
+from retriever.encoding import threads as thread_settings
+from retriever.storage.atomic import atomic_write
+from retriever.encoding.backends import normalize_rows
 
 _PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 #: Row counts a small batch is padded to for a fixed-shape graph; larger batches go in groups of the last.
@@ -42,7 +42,7 @@ class OpenVinoBackend:
     """A model compiled by OpenVINO for this CPU; safe to call from several threads (calls take turns).
 
     Args:
-        graph: The ``.onnx`` file (see ``retriever.export``).
+        graph: The ``.onnx`` file (see ``retriever.encoding.export``).
         precision: ``"fp32"``, ``"bf16"`` (inference precision hint) or
             ``"int8"`` (the int8-quantised graph, computed in f32 elsewhere).
         threads: Inference threads (default: the cores available).
@@ -202,7 +202,7 @@ def _fixed_shape(rows: int, tokens: int) -> tuple[int, int]:
 
 def _blob_tag(graph: Path, version: str) -> str:
     """What a compiled blob depends on beyond shape and precision: the graph, OpenVINO's build and the CPU."""
-    from retriever.backends.choice import cpu_info
+    from retriever.encoding.backends.choice import cpu_info
 
     info = cpu_info()
     payload = "\0".join([graph.name, version, info["model"], " ".join(info["flags"]), str(info["cores"])])

@@ -232,7 +232,7 @@ class BatchedBackend:
     (25.8 against 27.6 ms a batch, 2-core Sapphire Rapids).
 
     Args:
-        backend: The backend to wrap (see ``retriever.backends``).
+        backend: The backend to wrap (see ``retriever.encoding.backends``).
         max_batch: Most calls merged into one forward pass.
         max_wait_s: Wait for more calls after the first (seconds).
         overhead_tokens: A call's fixed cost in tokens, for grouping by length;

@@ -1,6 +1,6 @@
 """BM25 over one in-memory sparse matrix of term counts: the whole collection at once.
 
-Not the search path (that is ``retriever.bm25``, over each segment's
+Not the search path (that is ``retriever.search.bm25``, over each segment's
 postings). This form rebuilds cheaply from ``(id, terms)`` pairs, so training
 mines hard negatives with it, and the tests use it as an independent
 reference for the segment scores. It needs scipy, which the search path does
@@ -17,8 +17,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from retriever.atomic import atomic_write
-from retriever.bm25 import DEFAULT_B, DEFAULT_K1
+from retriever.storage.atomic import atomic_write
+from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1
 from retriever.errors import CorruptCollectionError
 
 

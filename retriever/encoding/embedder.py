@@ -4,7 +4,7 @@ Every vector in semsearch comes from ``Embedder.embed`` (or, for text already
 tokenised, ``Embedder.embed_token_ids``): mean pooling over real tokens
 (attention mask applied), then L2 normalisation, so cosine similarity equals
 inner product. Which runtime computes it is a run-time choice
-(``retriever.backends``); the vectors stay within cosine 0.9999 of torch fp32
+(``retriever.encoding.backends``); the vectors stay within cosine 0.9999 of torch fp32
 unless a lossy backend is asked for.
 """
 
@@ -20,12 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever import deadline
+from retriever import deadline, validation
 from retriever.errors import BadInputError
-from retriever.threads import apply as apply_threads
-from retriever.threads import thread_count
-from retriever.tokens import TextTokenizer, padded_batches
-from retriever.unicode_policy import check_utf8
+from retriever.encoding.threads import apply as apply_threads
+from retriever.encoding.threads import thread_count
+from retriever.encoding.tokens import TextTokenizer, padded_batches
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -74,7 +73,7 @@ _QUERY_TOKENS = (9, 12, 12, 14, 16, 17, 18, 19, 21, 22, 24, 26, 28, 31, 34, 38)
 class Embedder:
     """Embeds text with a sentence-transformers model, mean-pooled and L2-normalised.
 
-    The encoder runs on one of several backends (see ``retriever.backends``):
+    The encoder runs on one of several backends (see ``retriever.encoding.backends``):
     torch, ONNX Runtime or OpenVINO, in fp32, bf16 where the CPU has it, or
     int8 when asked. ``backend="auto"`` (the default) measures the lossless
     ones once per machine and model and keeps the fastest whose vectors stay
@@ -87,7 +86,7 @@ class Embedder:
         device: ``"cpu"``, ``"cuda"``...; ``None`` picks CUDA when available.
             A device other than the CPU runs torch.
         batch_size: Texts per forward pass (default 32).
-        backend: ``"auto"``, or a name from ``retriever.backends.SUPPORTED``
+        backend: ``"auto"``, or a name from ``retriever.encoding.backends.SUPPORTED``
             such as ``"onnx-fp32"`` or ``"openvino-bf16"`` (default:
             ``$SEMSEARCH_BACKEND``, else ``"auto"``).
         cache_dir: Where exports and decisions are kept (default
@@ -115,7 +114,7 @@ class Embedder:
         cache_dir: str | os.PathLike | None = None,
         threads: int | None = None,
     ) -> None:
-        from retriever import backends, export
+        from retriever.encoding import backends, export
 
         self.name, self._location = resolve_model(model)
         self.batch_size = batch_size
@@ -135,7 +134,7 @@ class Embedder:
         )
         chosen = (requested, requested)  # (passage backend, query backend)
         if requested == "auto" and device in (None, "cpu") and self._export is not None:
-            from retriever.backends import choice
+            from retriever.encoding.backends import choice
 
             stored = choice.load_choice(self._cache_root, choice.choice_key(self._export.weights_sha256))
             if stored:
@@ -169,8 +168,8 @@ class Embedder:
         Returns:
             ``(passage backend, query backend)``.
         """
-        from retriever import export
-        from retriever.backends import choice
+        from retriever.encoding import export
+        from retriever.encoding.backends import choice
 
         if requested.startswith("torch") or self._device not in (None, "cpu"):
             name = "torch-fp32" if requested == "auto" else requested
@@ -199,7 +198,7 @@ class Embedder:
         return stored["backend"], stored.get("query_backend", stored["backend"])
 
     def _open(self, name: str):
-        from retriever import backends
+        from retriever.encoding import backends
 
         if name.startswith("torch") and self._model is None:
             self._load_torch()
@@ -219,7 +218,7 @@ class Embedder:
         """Encode concurrent small calls (queries from many threads) together in one pass, where that is faster.
 
         For servers: calls of ``embed`` with at most ``QUERY_BATCH`` texts,
-        from any thread, are merged by a ``retriever.batching.BatchedBackend``
+        from any thread, are merged by a ``retriever.encoding.batching.BatchedBackend``
         (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
         Each caller still gets exactly its own vectors. A backend with
         fixed-shape graphs for small inputs compiles them all here, and the
@@ -234,7 +233,7 @@ class Embedder:
         cores well (ONNX Runtime on AVX2). ``decision["query_batching"]``
         holds the choice and the rates. ``when="always"`` batches unmeasured.
         """
-        from retriever.batching import BatchedBackend, call_overhead_tokens, concurrent_rates
+        from retriever.encoding.batching import BatchedBackend, call_overhead_tokens, concurrent_rates
 
         if when not in ("faster", "always"):
             raise BadInputError(f"when must be 'faster' or 'always', got {when!r}")
@@ -254,7 +253,7 @@ class Embedder:
 
     @property
     def text_tokenizer(self) -> TextTokenizer:
-        """The model's tokenizer without transformers or torch (``retriever.tokens``); chunking uses it."""
+        """The model's tokenizer without transformers or torch (``retriever.encoding.tokens``); chunking uses it."""
         return self._tokens
 
     @property
@@ -328,19 +327,8 @@ class Embedder:
             DeadlineExceededError: run under ``retriever.deadline`` and past it
                 (checked between batches).
         """
-        if isinstance(texts, str):
-            texts = [texts]
-        elif isinstance(texts, (bytes, bytearray, dict)) or not hasattr(texts, "__iter__"):
-            raise BadInputError(f"texts must be a string or a sequence of strings, got {type(texts).__name__}")
-        texts = list(texts)
-        if batch_size is not None and (type(batch_size) is not int or batch_size < 1):
-            raise BadInputError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if on_overflow not in ("warn", "error"):
-            raise BadInputError(f"on_overflow must be 'warn' or 'error', not {on_overflow!r}")
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise BadInputError(f"text {i} is {type(text).__name__}, not str")
-            check_utf8(text, f"text {i}")
+        texts = validation.check_texts(texts)
+        validation.check_embed_options(batch_size, on_overflow)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         content = self._tokens.content(texts)

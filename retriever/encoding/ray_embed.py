@@ -5,7 +5,7 @@ tokens and L2 normalisation, computed in an actor pool with one model per
 actor::
 
     import ray
-    from retriever.ray_embed import embed_dataset
+    from retriever.encoding.ray_embed import embed_dataset
 
     ds = ray.data.read_json("chunks.jsonl")
     ds = embed_dataset(ds, "text", model="runs/emb", concurrency=4)   # adds "embedding"
@@ -29,9 +29,9 @@ import numpy as np
 try:
     import ray.data
 except ImportError:
-    raise ImportError("retriever.ray_embed needs Ray: pip install 'semsearch[ray]'") from None
+    raise ImportError("retriever.encoding.ray_embed needs Ray: pip install 'semsearch[ray]'") from None
 
-from retriever.embedder import Embedder
+from retriever.encoding.embedder import Embedder
 
 DEFAULT_BATCH_SIZE = 64
 OUTPUT_COLUMN = "embedding"

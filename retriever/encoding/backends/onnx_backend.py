@@ -9,15 +9,15 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever import threads as thread_settings
-from retriever.backends import normalize_rows
+from retriever.encoding import threads as thread_settings
+from retriever.encoding.backends import normalize_rows
 
 
 class OnnxBackend:
     """An ONNX Runtime session over ``graph``; safe to call from several threads.
 
     Args:
-        graph: The ``.onnx`` file (see ``retriever.export``).
+        graph: The ``.onnx`` file (see ``retriever.encoding.export``).
         precision: ``"fp32"`` or ``"int8"``: a label; the graph decides.
         threads: Intra-op threads (default: the cores available).
     """
@@ -53,7 +53,7 @@ def _optimized_path(graph: Path, version: str) -> Path:
     The optimised graph may use kernels of this CPU, so the name holds a hash
     of the CPU's model and flags and of the runtime version.
     """
-    from retriever.backends.choice import cpu_info
+    from retriever.encoding.backends.choice import cpu_info
 
     key = hashlib.sha256(json.dumps([cpu_info(), version], sort_keys=True).encode()).hexdigest()[:16]
     return graph.with_name(f"{graph.stem}.ort-{key}.onnx")

@@ -1,0 +1,112 @@
+"""Rankings over one generation's view: documents by their best chunk, or by BM25.
+
+A ranking is ``[(key, score)]`` by descending score, one entry per document
+(integer document keys, as ``fusion.fuse`` takes them), and a map from each
+key to where its evidence lies: ``(part, chunk row)`` for dense, ``(part,
+document row)`` for BM25.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from retriever import deadline
+from retriever.search import vector_index
+from retriever.search.bm25 import bm25_top
+from retriever.storage.segment import Segment
+from retriever.storage.view import View
+
+Ranking = tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]
+
+
+def dense_rankings(
+    view: View,
+    query_vectors: np.ndarray,
+    k: int,
+    allowed: list[np.ndarray] | None,
+    exact: bool,
+    policy: vector_index.IndexPolicy,
+) -> list[Ranking]:
+    """Top ``k`` documents by their best chunk's cosine, for each row of ``query_vectors`` ``(q, dim)``.
+
+    One index search per segment serves every query; a segment is searched
+    again, wider, only for queries still short of ``k`` distinct documents.
+    ``allowed`` is a per-part mask of documents a filter lets through.
+    """
+    n = len(query_vectors)
+    found: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(n)]  # per query: score, part, doc row, chunk row
+    if exact:
+        policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
+    for i, part in enumerate(view.parts):
+        deadline.check("the search")
+        segment = part.segment
+        mask = part.live_chunks if allowed is None else allowed[i][segment.chunk_doc]
+        available = part.n_live_chunks if mask is part.live_chunks else int(mask.sum())
+        if available == 0:
+            continue
+        if exact and mask is None and segment.index_type != vector_index.FLAT:
+            mask = np.ones(segment.n_chunks, dtype=bool)
+        fetch = min(available, max(4 * k, k + 16))
+        pending = list(range(n))
+        while pending:  # widen, for the queries still short of k distinct documents, until nothing is left
+            scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy)
+            short = []
+            for row, q in enumerate(pending):
+                valid = rows[row] >= 0
+                chunk_rows, chunk_scores = rows[row][valid], scores[row][valid]
+                docs = segment.chunk_doc[chunk_rows]
+                _, first = np.unique(docs, return_index=True)
+                if len(first) >= k or fetch >= available:
+                    found[q].append((chunk_scores[first], np.full(len(first), i), docs[first], chunk_rows[first]))
+                else:
+                    short.append(q)
+            pending, fetch = short, min(available, fetch * 4)
+    return [best_documents(view, parts, k) for parts in found]
+
+
+def best_documents(view: View, found: list[tuple[np.ndarray, ...]], k: int) -> Ranking:
+    """The ``k`` best of the segments' candidates ``(score, part, doc row, chunk row)``, by key."""
+    if not found:
+        return [], {}
+    scores, part_of, doc_rows, chunk_rows = (np.concatenate(column) for column in zip(*found))
+    best = np.argsort(-scores, kind="stable")[:k]  # ties keep segment order, then row order
+    ranked, where = [], {}
+    for score, i, doc_row, chunk_row in zip(
+        scores[best].tolist(), part_of[best].tolist(), doc_rows[best].tolist(), chunk_rows[best].tolist()
+    ):
+        key = int(view.parts[i].segment.keys[doc_row])
+        ranked.append((key, score))
+        where[key] = (i, chunk_row)
+    return ranked, where
+
+
+def bm25_ranking(
+    view: View, terms: Sequence[str], k: int, allowed: list[np.ndarray] | None, k1: float, b: float
+) -> Ranking:
+    """Top ``k`` documents by BM25 over ``terms``, with collection-wide statistics, and their rows."""
+    parts = [
+        (p.segment.postings, p.segment.doc_lengths, p.live_docs, None if allowed is None else allowed[i])
+        for i, p in enumerate(view.parts)
+    ]
+    top = bm25_top(parts, list(terms), k, k1, b, totals=(view.n_live_docs, view.live_length))
+    ranked, rows = [], {}
+    for i, row, score in top:
+        key = int(view.parts[i].segment.keys[row])
+        ranked.append((key, score))
+        rows[key] = (i, row)
+    return ranked, rows
+
+
+def keyword_chunk(segment: Segment, doc_row: int, terms: Sequence[str]) -> int:
+    """The chunk of ``doc_row`` holding the most distinct ``terms`` (the first on ties)."""
+    lo, hi = int(segment.doc_chunks[doc_row]), int(segment.doc_chunks[doc_row + 1])
+    if hi - lo == 1 or not terms:
+        return lo
+    counts = np.zeros(hi - lo, dtype=np.int64)
+    for term in terms:
+        rows, _ = segment.chunk_terms.of(term)
+        a, b = np.searchsorted(rows, [lo, hi])
+        counts[np.asarray(rows[a:b]) - lo] += 1
+    return lo + int(np.argmax(counts))

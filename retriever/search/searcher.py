@@ -1,0 +1,161 @@
+"""The searcher (Lucene's IndexSearcher): arguments checked once, then ranked and shown.
+
+``Searcher.search`` runs the dense side (one embedding, one index search per
+segment, or a shared scan in a micro-batch for servers), the keyword side
+(BM25 with collection-wide statistics) or both fused, over the view of the
+committed generation, and turns the top keys into ``Hit``s with one catalog
+read for their display fields.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Callable
+
+import numpy as np
+
+from retriever import deadline
+from retriever.documents import Hit
+from retriever.encoding.batching import MicroBatcher
+from retriever.errors import DeadlineExceededError
+from retriever.search.bm25 import Analyzer
+from retriever.search.fusion import fuse
+from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk
+from retriever.search.vector_index import IndexPolicy
+from retriever.storage.catalog import Catalog
+from retriever.storage.reader import GenerationReader
+from retriever.storage.view import View
+
+HYBRID_DEPTH = 100  # documents taken from each side before fusing
+
+
+class Searcher:
+    """Searches the collection whose catalog and generations ``catalog`` and ``reader`` hold.
+
+    Args:
+        catalog: The collection's catalog (filters and display fields).
+        reader: Its committed generation.
+        analyzer: The BM25 analyzer the segments were indexed with.
+        bm25: ``{"k1", "b"}`` of the collection.
+        index_policy: When a segment's approximate index is used.
+        embed_query: ``(text) -> (1, dim)`` unit vector, with the collection's model.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        reader: GenerationReader,
+        analyzer: Analyzer,
+        bm25: dict[str, Any],
+        index_policy: IndexPolicy,
+        embed_query: Callable[[str], np.ndarray],
+    ) -> None:
+        self.catalog = catalog
+        self.reader = reader
+        self.analyzer = analyzer
+        self.k1, self.b = float(bm25["k1"]), float(bm25["b"])
+        self.index_policy = index_policy
+        self.embed_query = embed_query
+        self.batcher: MicroBatcher | None = None
+
+    def batch_searches(self, max_batch: int, max_wait_s: float) -> None:
+        """Meet the dense side of concurrent unfiltered searches in one scan (see ``Collection.batch_searches``)."""
+        if self.batcher is None:
+            self.batcher = MicroBatcher(self.rank_batch, max_batch, max_wait_s)
+
+    def search(
+        self,
+        query: str | None,
+        vector: np.ndarray | None,
+        k: int,
+        where: dict[str, Any] | None,
+        mode: str,
+        fusion: str,
+        alpha: float,
+        exact: bool,
+    ) -> list[Hit]:
+        """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them."""
+        view = self.reader.current()
+        allowed = None
+        if where is not None:
+            keys = self.catalog.matching_keys(where)
+            if not len(keys):
+                return []
+            allowed = [part.allowed_docs(keys) for part in view.parts]
+        depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
+        dense: Ranking = ([], {})
+        batched = None
+        if mode in ("dense", "hybrid"):
+            query_vector = vector if vector is not None else self.embed_query(query)
+            if self.batcher is not None and allowed is None and not exact:
+                batched = self.batcher.submit((view, query_vector, depth))  # scanned with concurrent searches
+            else:
+                dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy)[0]
+        sparse: Ranking = ([], {})
+        if mode in ("bm25", "hybrid"):
+            sparse = bm25_ranking(view, self.analyzer(query), depth, allowed, self.k1, self.b)
+        if batched is not None:
+            dense = _batched_result(batched)
+        if mode == "dense":
+            ranked = dense[0]
+        elif mode == "bm25":
+            ranked = sparse[0]
+        else:
+            ranked = fuse(dense[0], sparse[0], fusion, alpha)
+        return self._hits(view, ranked[:k], dense[1], sparse[1], query)
+
+    def rank_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list[Ranking]:
+        """Dense rankings of ``(view, query vector (1, dim), depth)`` items, each group of one view and depth at once."""
+        groups: dict[tuple[int, int], list[int]] = {}
+        for position, (view, _, depth) in enumerate(items):
+            groups.setdefault((id(view), depth), []).append(position)
+        results: list = [None] * len(items)
+        for positions in groups.values():
+            view, _, depth = items[positions[0]]
+            vectors = np.concatenate([items[p][1] for p in positions])
+            rankings = dense_rankings(view, vectors, depth, None, False, self.index_policy)
+            for position, ranking in zip(positions, rankings):
+                results[position] = ranking
+        return results
+
+    def _hits(
+        self,
+        view: View,
+        ranked: list[tuple[int, float]],
+        dense_chunks: dict[int, tuple[int, int]],
+        sparse_rows: dict[int, tuple[int, int]],
+        query: str | None,
+    ) -> list[Hit]:
+        """Hits for ranked keys; one catalog read for their display fields.
+
+        Each hit shows its best dense chunk, or (found by keywords alone) the
+        chunk holding the most distinct query terms.
+        """
+        display = self.catalog.by_keys([key for key, _ in ranked])
+        keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
+        terms = sorted(set(self.analyzer(query))) if keyword_only else []
+        hits = []
+        for key, score in ranked:
+            row = display.get(key)
+            if row is None:  # deleted since this view was loaded
+                continue
+            if key in dense_chunks:
+                i, chunk = dense_chunks[key]
+            else:
+                i, doc_row = sparse_rows[key]
+                chunk = keyword_chunk(view.parts[i].segment, doc_row, terms)
+            segment = view.parts[i].segment
+            start, end = (int(x) for x in segment.spans[chunk])
+            hits.append(Hit(row.id, score, row.title, segment.chunk_text(chunk), start, end, row.meta))
+        return hits
+
+
+def _batched_result(future: Future) -> Ranking:
+    """The ranking a search batch computed for this search, within this thread's deadline."""
+    left = deadline.remaining()
+    try:
+        return future.result(None if left is None else max(left, 0.0))
+    except FutureTimeout:
+        future.cancel()
+        raise DeadlineExceededError("the search ran past its deadline while waiting for its batch") from None

@@ -1,0 +1,294 @@
+"""The single writer of a collection (Lucene's IndexWriter): commit, delete, merge.
+
+A commit gives staged segments their names and keys, writes new deletion
+files for the segments it touches, fsyncs them, and publishes the generation
+in one SQL transaction that also changes the document rows. A crash before
+that transaction leaves the previous generation in force, and the next writer
+removes the unreferenced files (``cleanup``). After a commit, a bounded merge
+may fold small segments together (``merging.MergePolicy``).
+
+Every method but ``locked`` expects the lock to be held (``with writer.locked():``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from filelock import FileLock, Timeout
+
+from retriever.documents import Document
+from retriever.errors import CollectionLockedError, DeadlineExceededError
+from retriever.search.bm25 import Analyzer
+from retriever.search.vector_index import IndexPolicy
+from retriever.storage.atomic import fsync_dir, write_durably
+from retriever.storage.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
+from retriever.storage.changes import classify
+from retriever.storage.cleanup import LOCK_FILE, remove_files, remove_unreferenced
+from retriever.storage.generations import read_head, write_head
+from retriever.storage.merging import MergePolicy
+from retriever.storage.reader import GenerationReader
+from retriever.storage.segment import SEGMENTS_DIR, deletion_file, merge, segment_name, write_deletions
+from retriever.storage.staging import STAGED_ROWS, EmbedFn, stage, staged_rows
+from retriever.storage.view import SegmentView, View, refs
+
+
+@dataclass
+class _Changes:
+    """The catalog changes of one commit, gathered row by row."""
+
+    kinds: dict[str, str] = field(default_factory=dict)  # id -> "added" | "updated" | "unchanged"
+    inserts: list[DocumentRow] = field(default_factory=list)
+    metadata: list[tuple[str, int, dict, str]] = field(default_factory=list)  # id, key, metadata, content hash
+    replaced: list[int] = field(default_factory=list)  # keys of stored rows the inserts replace
+    placements: list[tuple[Path, np.ndarray, list[int]]] = field(default_factory=list)  # folder, keys, dropped rows
+
+
+class Writer:
+    """Writes the collection at ``root`` under its single-writer lock."""
+
+    def __init__(
+        self,
+        root: Path,
+        catalog: Catalog,
+        reader: GenerationReader,
+        analyzer: Analyzer,
+        index_policy: IndexPolicy,
+        merge_policy: MergePolicy,
+        lock_timeout: float,
+    ) -> None:
+        self.root = Path(root)
+        self.catalog = catalog
+        self.reader = reader
+        self.analyzer = analyzer
+        self.index_policy = index_policy
+        self.merge_policy = merge_policy
+        self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
+        self._lock_timeout = lock_timeout
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether this process holds the write lock now."""
+        return self._lock.is_locked
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the collection's single-writer lock (released if the process dies).
+
+        On taking it, the files an interrupted writer left behind are removed.
+
+        Raises:
+            CollectionLockedError: Another process held it for ``lock_timeout`` seconds.
+        """
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise CollectionLockedError(
+                f"{self.root} is being written by another process (waited {self._lock_timeout:.0f}s)"
+            ) from None
+        try:
+            state = self.catalog.state()
+            remove_unreferenced(self.root, state)
+            if read_head(self.root) != state.generation:  # a writer died between publish and HEAD
+                write_head(self.root, state.generation)
+            yield
+        finally:
+            self._lock.release()
+
+    def state(self) -> tuple[CatalogState, View]:
+        """The committed state and its view."""
+        state = self.catalog.state()
+        return state, self.reader.at(state)
+
+    def commit(self, staged: list[Path], others: list[Document], embed: EmbedFn) -> tuple[dict[str, str], int]:
+        """Publish staged segments and the catalog changes of ``others`` in one generation.
+
+        Every document is classified again against the catalog as it is now:
+        a staged row whose content is stored already is dropped (marked
+        deleted in its new segment), one whose text is stored gets only a
+        metadata update, and a document of ``others`` whose text changed
+        since it was classified is embedded (``embed``) and staged now,
+        appended to ``staged``.
+
+        Returns:
+            ``({id: "added" | "updated" | "unchanged"}, chunks written)``.
+        """
+        rows_of = [staged_rows(folder) for folder in staged]
+        stored = self.catalog.lookup([row["id"] for rows in rows_of for row in rows] + [doc.id for doc in others])
+        late = [doc for doc, kind in classify(others, stored) if kind == "text"]
+        if late:  # changed by another writer between the first look and the lock
+            staged.append(stage(self.root, late, embed(late), self.analyzer, self.index_policy))
+            rows_of.append(staged_rows(staged[-1]))
+        state, view = self.state()
+        changes = self._changes(staged, rows_of, others, stored, state.next_key)
+        if not changes.inserts and not changes.metadata:
+            return changes.kinds, 0
+        touched: list[Path] = []
+        try:
+            parts, touched = self._with_deletions(view, changes.replaced, state.generation + 1)
+            segments, next_segment = refs(parts), state.next_segment
+            for folder, keys, dropped in changes.placements:
+                if len(dropped) < len(keys):
+                    segments.append(self._place(folder, keys, dropped, segment_name(next_segment), state.generation + 1))
+                    touched.append(self.root / SEGMENTS_DIR / segments[-1].name)
+                    next_segment += 1
+            fsync_dir(self.root / SEGMENTS_DIR)
+        except BaseException:
+            remove_files(touched)
+            raise
+        next_key = state.next_key + sum(len(keys) for _, keys, _ in changes.placements)
+        removed = [row.id for row in changes.inserts if row.id in stored]
+        change = Publish(
+            segments, next_key, next_segment, remove=removed, insert=changes.inserts, metadata=changes.metadata
+        )
+        self.publish(state, change, new_files=touched)
+        self.merge_after_commit()
+        return changes.kinds, sum(row.n_chunks for row in changes.inserts)
+
+    @staticmethod
+    def _changes(
+        staged: Sequence[Path],
+        rows_of: Sequence[list[dict[str, Any]]],
+        others: Sequence[Document],
+        stored: dict[str, StoredDocument],
+        next_key: int,
+    ) -> _Changes:
+        """What the commit changes: staged rows kept or dropped, keys given, metadata updated."""
+        last = {row["id"]: (i, r) for i, rows in enumerate(rows_of) for r, row in enumerate(rows)}
+        changes = _Changes()
+        for i, (folder, rows) in enumerate(zip(staged, rows_of)):
+            keys = np.arange(next_key, next_key + len(rows), dtype=np.int64)
+            next_key += len(rows)
+            dropped = []
+            for r, row in enumerate(rows):
+                old = stored.get(row["id"])
+                if last[row["id"]] != (i, r) or (old is not None and old.content_hash == row["content_hash"]):
+                    dropped.append(r)  # a later copy wins, or the content is stored already
+                    changes.kinds.setdefault(row["id"], "unchanged")
+                elif old is not None and old.text_hash == row["text_hash"]:
+                    dropped.append(r)
+                    changes.metadata.append((row["id"], old.key, row["metadata"], row["content_hash"]))
+                    changes.kinds[row["id"]] = "updated"
+                else:
+                    changes.inserts.append(
+                        DocumentRow(row["id"], int(keys[r]), row["title"], row["metadata"],
+                                    row["content_hash"], row["text_hash"], row["chunks"])
+                    )  # fmt: skip
+                    if old is not None:
+                        changes.replaced.append(old.key)
+                    changes.kinds[row["id"]] = "updated" if old is not None else "added"
+            changes.placements.append((folder, keys, dropped))
+        for doc, kind in classify(others, stored):
+            if kind == "metadata":
+                changes.metadata.append((doc.id, stored[doc.id].key, doc.metadata, doc.content_hash()))
+                changes.kinds[doc.id] = "updated"
+            elif kind == "unchanged":
+                changes.kinds[doc.id] = "unchanged"
+        return changes
+
+    def _place(self, folder: Path, keys: np.ndarray, dropped: list[int], name: str, generation: int) -> SegmentRef:
+        """Turn a staged folder into segment ``name`` with real ``keys``; ``dropped`` rows start deleted."""
+        target = self.root / SEGMENTS_DIR / name
+        write_durably(folder / "keys.npy", lambda path: np.save(path, keys, allow_pickle=False))
+        (folder / STAGED_ROWS).unlink()
+        os.rename(folder, target)
+        if not dropped:
+            return SegmentRef(name, 0)
+        write_deletions(target, generation, np.asarray(dropped))
+        return SegmentRef(name, generation)
+
+    def delete(self, ids: Sequence[str]) -> list[str]:
+        """Remove the stored documents among ``ids``; returns their ids, sorted."""
+        stored = self.catalog.lookup(list(ids))
+        if not stored:
+            return []
+        state, view = self.state()
+        parts, touched = self._with_deletions(view, [row.key for row in stored.values()], state.generation + 1)
+        change = Publish(refs(parts), state.next_key, state.next_segment, remove=sorted(stored))
+        self.publish(state, change, new_files=touched)
+        return sorted(stored)
+
+    def _with_deletions(
+        self, view: View, keys: Sequence[int], generation: int
+    ) -> tuple[list[SegmentView], list[Path]]:
+        """The view's parts with ``keys`` deleted: new deletion files written for ``generation``.
+
+        Returns:
+            ``(parts, files written)``; parts whose every row is gone are left out.
+        """
+        parts, written = [], []
+        rows_per_part = view.locate(np.sort(np.asarray(keys, dtype=np.int64)))
+        try:
+            for part, rows in zip(view.parts, rows_per_part):
+                if len(rows) == 0:
+                    parts.append(part)
+                    continue
+                deleted = np.union1d(part.deleted, rows)
+                if len(deleted) == part.segment.n_docs:
+                    continue  # nothing live is left: the segment leaves the generation
+                written.append(part.segment.folder / deletion_file(generation))
+                write_deletions(part.segment.folder, generation, deleted)
+                parts.append(SegmentView.open(SegmentRef(part.ref.name, generation), part.segment))
+        except BaseException:
+            remove_files(written)
+            raise
+        return parts, written
+
+    def publish(self, state: CatalogState, change: Publish, new_files: Sequence[Path]) -> None:
+        """Commit ``change`` as generation + 1, then point ``HEAD`` at it and drop unreferenced files."""
+        try:
+            generation = self.catalog.publish(state.generation, change)
+        except BaseException:
+            remove_files(new_files)
+            raise
+        write_head(self.root, generation)
+        new_state = self.catalog.state()
+        self.reader.advance(new_state)
+        remove_unreferenced(self.root, new_state)
+
+    def merge_after_commit(self) -> None:
+        """Run at most one merge that the merge policy asks for."""
+        state, view = self.state()
+        names = self.merge_policy.plan(view.parts)
+        if names:
+            try:
+                self.merge(state, view, names)
+            except DeadlineExceededError:
+                pass  # the commit stands; the next writer (or compact) merges
+
+    def merge(self, state: CatalogState, view: View, names: Sequence[str]) -> None:
+        """Replace the segments ``names`` by one holding their live rows; no catalog row changes."""
+        chosen = [p for p in view.parts if p.ref.name in names]
+        rest = [p.ref for p in view.parts if p.ref.name not in names]
+        live = [p for p in chosen if p.n_live_docs]
+        written: list[Path] = []
+        if live:
+            data = merge([p.segment for p in live], [p.deleted for p in live])
+            name = segment_name(state.next_segment)
+            folder = self.root / SEGMENTS_DIR / name
+            try:
+                data.write(folder, self.index_policy)
+            except BaseException:
+                remove_files([folder])
+                raise
+            rest.append(SegmentRef(name, 0))
+            rest.sort(key=lambda ref: ref.name)
+            written = [folder]
+        change = Publish(rest, state.next_key, state.next_segment + (1 if live else 0))
+        self.publish(state, change, new_files=written)
+
+    def compact(self) -> tuple[int, int]:
+        """Merge every segment into one without deleted rows and shrink the catalog.
+
+        Returns:
+            ``(segments before, segments after)``.
+        """
+        state, view = self.state()
+        if len(view.parts) > 1 or any(p.n_live_docs < p.segment.n_docs for p in view.parts):
+            self.merge(state, view, [p.ref.name for p in view.parts])
+        self.catalog.vacuum()
+        return len(view.parts), len(self.reader.current().parts)
