@@ -16,7 +16,8 @@ _threads.set_environment()  # before torch, FAISS or ONNX Runtime load: passive 
 from retriever.collection import Collection  # noqa: E402
 from retriever.documents import Document, Hit  # noqa: E402
 from retriever.storage.changes import WriteReport  # noqa: E402
-from retriever.encoding.embedder import DEFAULT_MODEL, Embedder, InputTooLongWarning  # noqa: E402
+from retriever.encoding.embedder import Embedder, InputTooLongWarning  # noqa: E402
+from retriever.encoding.models import DEFAULT_MODEL  # noqa: E402
 from retriever.errors import (  # noqa: E402
     BadInputError,
     CollectionLockedError,

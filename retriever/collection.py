@@ -50,6 +50,7 @@ __all__ = ["Collection", "WriteReport", "DEFAULT_MODE"]
 
 DEFAULT_OVERLAP = 32
 DEFAULT_MODE = "hybrid"
+BM25_SETTINGS = {"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"}
 
 
 class Collection:
@@ -133,7 +134,7 @@ class Collection:
         validation.check_create_args(path, model, window_tokens, overlap_tokens, title_prefix, lock_timeout)
         root = Path(path)
         prepare_directory(root)
-        embedder = model if isinstance(model, Embedder) else Embedder(model)
+        embedder = model if validation.is_embedder(model) else Embedder(model)
         chunker = _chunker_for(embedder, window_tokens, overlap_tokens, title_prefix)
         index = {
             "library": "faiss",
@@ -141,14 +142,9 @@ class Collection:
             "policy": (index_policy or vector_index.IndexPolicy()).to_dict(),
             "merge": (merge_policy or MergePolicy()).to_dict(),
         }
-        bm25 = {"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"}
         catalog = catalog_url_for_manifest(catalog_url)  # the password is kept in memory only
-        manifest = Manifest.new(embedder.identity(), chunker.settings(), index, bm25, catalog)
-        root.mkdir(parents=True, exist_ok=True)
-        (root / SEGMENTS_DIR).mkdir(exist_ok=True)
-        Catalog(manifest.catalog_location(root)).create(manifest.uuid)
-        write_head(root, 0)
-        manifest.save(root)  # last: a directory without a manifest is not a collection
+        manifest = Manifest.new(embedder.identity(), chunker.settings(), index, dict(BM25_SETTINGS), catalog)
+        _write_empty_collection(root, manifest)
         collection = cls(root, manifest, embedder, lock_timeout)
         collection._chunker = chunker
         return collection
@@ -184,7 +180,7 @@ class Collection:
         manifest = Manifest.load(root)
         embedder = None
         if model is not None:
-            embedder = model if isinstance(model, Embedder) else Embedder(model)
+            embedder = model if validation.is_embedder(model) else Embedder(model)
             manifest.check_model(root, embedder)
         return cls(root, manifest, embedder, lock_timeout)
 
@@ -551,6 +547,15 @@ class Collection:
 
     def _stage(self, docs: list[Document], embedded: dict, owner: str | None = None) -> Path:
         return stage(self.root, docs, embedded, self.analyzer, self.index_policy, owner)
+
+
+def _write_empty_collection(root: Path, manifest: Manifest) -> None:
+    """The directory, an empty catalog and ``HEAD`` at generation 0; the manifest last, since it makes a collection."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / SEGMENTS_DIR).mkdir(exist_ok=True)
+    Catalog(manifest.catalog_location(root)).create(manifest.uuid)
+    write_head(root, 0)
+    manifest.save(root)
 
 
 def _chunker_for(embedder: Embedder, window_tokens: int | None, overlap_tokens: int | None, title: bool) -> Chunker:

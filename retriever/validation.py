@@ -190,14 +190,21 @@ def check_create_args(
 
 
 def check_model(model: Any) -> None:
-    """A model: ``None``, a directory or hub id (string or path), or an ``Embedder``."""
-    from retriever.encoding.embedder import Embedder  # the embedder itself validates through this module
-
-    if model is None or isinstance(model, Embedder):
+    """A model: ``None``, a directory or hub id (string or path), or an ``Embedder`` (its interface)."""
+    if model is None:
+        return
+    if is_embedder(model):
         return
     if not isinstance(model, (str, os.PathLike)):
         raise BadInputError(f"model must be a path, a hub id or an Embedder, got {type(model).__name__}")
     check_path(model, "model")
+
+
+def is_embedder(model: Any) -> bool:
+    """Whether ``model`` is an embedder object rather than a model's name (read from its class, loading nothing)."""
+    return not isinstance(model, (str, os.PathLike)) and all(
+        hasattr(type(model), name) for name in ("embed", "embed_token_ids", "identity", "weights_sha256")
+    )
 
 
 def check_lock_timeout(lock_timeout: Any) -> None:

