@@ -9,17 +9,20 @@ the HTTP API or another browser tab show up without a restart.
 
 When ``SEMSEARCH_UI_PASSWORD`` is set, every browser session must first enter
 that password (``semsearch ui`` refuses to listen off loopback without it).
+
+This file is the entry script: sign-in, the sidebar, the pages. The pieces are
+modules beside it, one concern each: ``ui_markup`` (icons, CSS, escaping),
+``ui_state`` (the URL and session state) and ``ui_cache`` (the open
+collection and cached reads); ``ui_support`` holds what is not Streamlit.
 """
 
 from __future__ import annotations
 
 import hmac
-import inspect
 import json
 import logging
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,169 +34,37 @@ if __package__ in (None, ""):  # `streamlit run app/ui.py` puts app/ on the path
 import streamlit as st
 
 from app import ui_support as sup
+from app.ui_cache import LOCK_TIMEOUT_S, collection_info, metadata_examples, open_collection, run_search
+from app.ui_markup import BRAND, CSS, FILE_ICON, LOGO, esc, md_escape
+from app.ui_state import (
+    ENV_COLLECTION, clear_filters, close_document, collection_root, default_mode, open_document, url_index,
+)
 from retriever import BadInputError, Collection, SemsearchError
 from retriever.errors import CollectionLockedError
 
+# the names this script has always offered, the moved ones included
+__all__ = [
+    "BRAND", "CSS", "DEFAULT_K", "ENV_COLLECTION", "ENV_PASSWORD", "FILE_ICON", "LOCK_TIMEOUT_S", "LOGO", "MAX_K",
+    "add_page", "add_pasted", "clear_filters", "close_document", "collection_info", "collection_page",
+    "collection_root", "default_mode", "document_page", "empty_root", "esc", "main", "md_escape",
+    "metadata_examples", "open_collection", "open_document", "result_card", "run", "run_search", "search_page",
+    "show_add_report", "sidebar_collection", "sidebar_settings", "sidebar_stats", "signed_in",
+]
+
 log = logging.getLogger("semsearch.ui")
 
-ENV_COLLECTION = "SEMSEARCH_UI_COLLECTION"
 ENV_PASSWORD = "SEMSEARCH_UI_PASSWORD"
-LOCK_TIMEOUT_S = 30.0
 MAX_K = 50
 DEFAULT_K = 10
-
-def _svg_img(svg: str, size: int, style: str) -> str:
-    """An inline SVG as an <img> data URI (raw <svg> does not survive Streamlit's HTML sanitiser)."""
-    import base64
-
-    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img src="data:image/svg+xml;base64,{data}" width="{size}" height="{size}" alt="" style="{style}">'
-
-
-LOGO = _svg_img(
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#4f46e5" stroke-width="2.6" '
-    'stroke-linecap="round"><circle cx="10.5" cy="10.5" r="6.5"/><path d="M15.5 15.5 21 21"/></svg>',
-    24, "vertical-align:-4px;margin-right:.45rem",
-)
-FILE_ICON = _svg_img(
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#8a8a99" stroke-width="2" '
-    'stroke-linejoin="round"><path d="M14 3H6a2 2 0 0 0-2 2v14a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V9z"/><path d="M14 3v6h6"/></svg>',
-    12, "vertical-align:-1px;margin-right:.3rem",
-)
-CSS = """<style>
-.ss-brand {font-size:1.65rem; font-weight:700; letter-spacing:-.01em; margin:0 0 .1rem 0}
-.ss-sub {color:rgba(128,128,140,1); font-size:.9rem; margin-bottom:.6rem}
-.ss-meta {color:rgba(128,128,140,1); font-size:.85rem; margin:.2rem 0 .6rem 0}
-.ss-card-head {display:flex; align-items:baseline; gap:.6rem}
-.ss-rank {font-size:.8rem; font-weight:600; color:rgba(128,128,140,1); min-width:1.6rem}
-.ss-title {font-size:1.08rem; font-weight:600; flex:1; line-height:1.35; word-break:break-word}
-.ss-score {font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:.78rem; padding:.1rem .5rem;
-           border-radius:.6rem; background:rgba(79,70,229,.13); color:rgb(99,91,255); white-space:nowrap}
-.ss-source {font-size:.8rem; color:rgba(128,128,140,1); margin:.15rem 0 .5rem 2.2rem; word-break:break-all}
-.ss-passage {font-size:.93rem; line-height:1.6; margin-left:2.2rem}
-.ss-passage mark, .ss-doc mark {background:rgba(250,204,21,.42); color:inherit; padding:.05rem .12rem; border-radius:.2rem}
-.ss-chips {margin:.5rem 0 0 2.2rem}
-.ss-chip {display:inline-block; font-size:.72rem; padding:.08rem .5rem; margin:0 .3rem .2rem 0; border-radius:.7rem;
-          background:rgba(128,128,140,.14)}
-.ss-doc {white-space:pre-wrap; font-size:.95rem; line-height:1.65; max-height:72vh; overflow-y:auto;
-         padding:1rem 1.25rem; border:1px solid rgba(128,128,140,.3); border-radius:.5rem}
-.ss-stats {display:grid; grid-template-columns:auto 1fr; gap:.2rem .8rem; font-size:.82rem; margin:.2rem 0 .4rem 0}
-.ss-stats dt {color:rgba(128,128,140,1)} .ss-stats dd {margin:0; word-break:break-all}
-.ss-kv {border-collapse:collapse; width:100%; font-size:.9rem}
-.ss-kv th {text-align:left; font-weight:500; color:rgba(128,128,140,1); padding:.35rem 1.2rem .35rem 0; white-space:nowrap;
-           vertical-align:top; width:1%}
-.ss-kv td {padding:.35rem 0; word-break:break-all} .ss-kv tr {border-bottom:1px solid rgba(128,128,140,.18)}
-.ss-meta a {color:inherit; text-decoration:underline dotted}
-</style>"""
-
-
-# -- cached resources --------------------------------------------------------------
-@st.cache_resource(show_spinner="Opening the collection and loading its model…", max_entries=16)
-def open_collection(path: str, uuid: str) -> Collection:
-    """One open ``Collection`` per directory (and per uuid: a re-created one is re-opened)."""
-    collection = Collection.open(path, lock_timeout=LOCK_TIMEOUT_S)
-    collection.embed(["warm up"])  # load the model now, not on the first search
-    return collection
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def collection_info(path: str, uuid: str, generation: int, _col: Collection) -> dict[str, Any]:
-    return _col.info()
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def metadata_examples(path: str, uuid: str, generation: int, _col: Collection) -> dict[str, list]:
-    return _col.metadata_fields()
-
-
-@st.cache_data(show_spinner=False, max_entries=256, ttl=3600)
-def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: str, where_json: str,
-               _col: Collection) -> tuple[list[dict[str, Any]], float]:
-    """Hits as dicts with their passage HTML, and the seconds the search took.
-
-    Keyed on the committed generation, so any write makes the next search fresh."""
-    where = json.loads(where_json) if where_json else None
-    kwargs: dict[str, Any] = {"k": k, "where": where}
-    if mode != default_mode():
-        kwargs["mode"] = mode
-    started = time.perf_counter()
-    hits = _col.search(query, **kwargs)
-    took = time.perf_counter() - started
-    rows = []
-    for hit in hits:
-        doc = _col.get(hit.id)
-        text = doc.text if doc is not None else hit.text
-        start, end = (hit.start, hit.end) if doc is not None else (0, len(hit.text))
-        rows.append(hit.to_dict() | {"passage_html": sup.passage_html(text, start, end), "source": sup.source_of(hit)})
-    return rows, took
-
-
-# -- small helpers -----------------------------------------------------------------
-def md_escape(text: str) -> str:
-    """Text for a Streamlit label or markdown, with markdown syntax made literal."""
-    out = []
-    for ch in str(text):
-        out.append("\\" + ch if ch in "\\`*_{}[]()<>#+-.!|$~:" else ch)
-    return "".join(out)
-
-
-def esc(text: Any) -> str:
-    import html
-
-    return html.escape(str(text))
-
-
-def collection_root() -> Path | None:
-    """The ``-c`` folder: from ``semsearch ui`` (environment) or ``streamlit run app/ui.py -- -c DIR``."""
-    value = os.environ.get(ENV_COLLECTION)
-    if not value and sys.argv and sys.argv[0].endswith("ui.py"):
-        args = sys.argv[1:]
-        for flag in ("-c", "--collection"):
-            if flag in args and args.index(flag) + 1 < len(args):
-                value = args[args.index(flag) + 1]
-    return Path(value).expanduser() if value else None
-
-
-def default_mode() -> str:
-    """The mode ``Collection.search`` uses when none is given (never hard-coded here)."""
-    parameter = inspect.signature(Collection.search).parameters.get("mode")
-    modes = list(Collection.SEARCH_MODES)
-    if parameter is not None and parameter.default in modes:
-        return parameter.default
-    return modes[0]
-
-
-def _index_of(options: list[str], key: str) -> int:
-    """The default option of a URL-bound select: the URL's value when valid, else the first."""
-    wanted = st.session_state.get(key, st.query_params.get(key))
-    return options.index(wanted) if wanted in options else 0
-
-
-def open_document(doc_id: str, start: int, end: int) -> None:
-    st.query_params["doc"] = doc_id
-    st.query_params["span"] = f"{start}-{end}"
-
-
-def close_document() -> None:
-    for key in ("doc", "span"):
-        if key in st.query_params:
-            del st.query_params[key]
-
-
-def clear_filters(keys: list[str]) -> None:
-    for key in keys:
-        if key in st.session_state:
-            del st.session_state[key]
-    st.session_state["where"] = ""
 
 
 # -- sidebar -----------------------------------------------------------------------
 def sidebar_collection(root: Path, paths: list[Path]) -> Path:
-    st.sidebar.html(f'<div class="ss-brand">{LOGO}semsearch</div><div class="ss-sub">Search your documents by meaning</div>')
+    st.sidebar.html(f'{BRAND}<div class="ss-sub">Search your documents by meaning</div>')
     if len(paths) == 1:
         return paths[0]
     names = [p.name for p in paths]
-    name = st.sidebar.selectbox("Collection", names, index=_index_of(names, "c"), key="c", bind="query-params",
+    name = st.sidebar.selectbox("Collection", names, index=url_index(names, "c"), key="c", bind="query-params",
                                 help=f"Collections found in {md_escape(root)}")
     return paths[names.index(name)]
 
@@ -471,7 +342,7 @@ def collection_page(info: dict[str, Any], specs: list[sup.FilterField], fields_e
 
 
 def empty_root(root: Path) -> None:
-    st.html(f'<div class="ss-brand">{LOGO}semsearch</div>')
+    st.html(BRAND)
     if root.is_dir() and any(root.iterdir()):
         st.info(f"**{md_escape(root)}** holds no collection, and none of its sub-folders does. Create one with "
                 f"`semsearch index PATH -c {root}/NAME`, then reload this page.", icon=":material/folder_off:")
@@ -495,7 +366,7 @@ def signed_in() -> bool:
     expected = os.environ.get(ENV_PASSWORD)
     if not expected or st.session_state.get("signed_in"):
         return True
-    st.html(f'<div class="ss-brand">{LOGO}semsearch</div>')
+    st.html(BRAND)
     with st.form("sign-in"):
         given = st.text_input("Password", type="password", key="password")
         submitted = st.form_submit_button("Sign in")
@@ -509,6 +380,7 @@ def signed_in() -> bool:
 
 
 def main() -> None:
+    """One run of the page: sign-in, the sidebar, then the open document or the three tabs."""
     st.set_page_config(page_title="semsearch", page_icon="🔎", layout="wide", initial_sidebar_state="expanded",
                        menu_items={"About": "semsearch: semantic search over your own documents."})
     st.html(CSS)
@@ -520,7 +392,7 @@ def main() -> None:
         return
     paths = sup.find_collections(root)
     if not paths:
-        st.sidebar.html(f'<div class="ss-brand">{LOGO}semsearch</div>')
+        st.sidebar.html(BRAND)
         empty_root(root)
         return
     path = sidebar_collection(root, paths)
