@@ -84,3 +84,20 @@ def esc(text: Any) -> str:
     """``str(text)`` escaped for HTML (quotes included)."""
     return html.escape(str(text))
 
+
+def plural(count: int, noun: str) -> str:
+    """``plural(1, "file")`` -> ``"1 file"``, ``plural(3, "file")`` -> ``"3 files"``."""
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+def table_html(rows: list[tuple[Any, Any]]) -> str:
+    """A two-column key/value table (``ss-kv``) of ``(label, value)`` rows, both escaped."""
+    return ('<table class="ss-kv">' + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+            + "</table>")
+
+
+def stats_html(rows: list[tuple[Any, Any, Any]]) -> str:
+    """A compact list (``ss-stats``) of ``(label, value, tooltip)`` rows, all escaped."""
+    return ('<dl class="ss-stats">'
+            + "".join(f'<dt>{esc(k)}</dt><dd title="{esc(tip)}">{esc(v)}</dd>' for k, v, tip in rows)
+            + "</dl>")

@@ -58,6 +58,16 @@ def url_index(options: list[str], key: str) -> int:
     return options.index(wanted) if wanted in options else 0
 
 
+def document_span() -> tuple[int | None, int | None]:
+    """The URL's ``span`` as ``(start, end)`` character offsets, ``(None, None)`` when absent or malformed."""
+    span = st.query_params.get("span", "")
+    if "-" in span:
+        lo, _, hi = span.partition("-")
+        if lo.isdigit() and hi.isdigit():
+            return int(lo), int(hi)
+    return None, None
+
+
 def open_document(doc_id: str, start: int, end: int) -> None:
     """Button callback: show document ``doc_id`` with characters ``start:end`` marked."""
     st.query_params["doc"] = doc_id
