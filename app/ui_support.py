@@ -15,7 +15,7 @@ import html
 import json
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -24,7 +24,6 @@ CONTEXT_CHARS = 300
 DOCUMENT_VIEW_CHARS = 200_000
 MAX_CHOICES = 20  # the catalog samples at most 20 values per field: 20 means "maybe more"
 HIDDEN_FIELDS = ("encoding",)  # loader bookkeeping nobody filters on
-UPLOAD_BATCH_DOCS = 128  # documents per atomic commit, as the batch job
 
 _SPACE = re.compile(r"\s+")
 _SAFE_NAME = re.compile(r"[^\w.\- ()\[\]+,@]+", re.UNICODE)
@@ -295,11 +294,9 @@ def index_uploads(
     the same loaders as ``semsearch index``. Single-document files get their
     file name as id and as ``source`` (uploading a new version replaces the old
     one); JSONL/CSV records keep their own ids. Bad files and records are
-    listed and skipped; the rest goes in, in batches, each one atomic commit.
+    listed and skipped; the rest goes in, in batches, each one atomic commit,
+    by the batch writer of ``semsearch index`` (``indexer.batches``).
     """
-    from indexer.loaders import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, LoadError, load_path
-    from retriever.errors import BadInputError, SemsearchError
-
     report = AddReport()
     total = max(1, len(files))
     with tempfile.TemporaryDirectory(prefix="semsearch-upload-") as tmp:
@@ -309,44 +306,61 @@ def index_uploads(
             name = safe_file_name(raw_name)
             report.files += 1
             progress(number / total, f"Reading {name} ({number + 1}/{len(files)})")
-            if name in seen:
-                report.errors.append((name, "another uploaded file has the same name"))
-                continue
-            seen.add(name)
-            suffix = Path(name).suffix.lower()
-            if suffix not in SUPPORTED_SUFFIXES:
-                report.errors.append(
-                    (name, f"unsupported file type {suffix or '(none)'}; use {', '.join(sorted(SUPPORTED_SUFFIXES))}")
-                )
-                continue
-            path = folder / name
-            path.write_bytes(content)
-            docs = []
-            for item in load_path(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES):
-                if isinstance(item, LoadError):
-                    report.errors.append((_relabel(item.source, folder), item.reason))
-                else:
-                    docs.append(_relabel_document(item, folder, name))
-            path.unlink(missing_ok=True)
-            for at in range(0, len(docs), UPLOAD_BATCH_DOCS):
-                batch = docs[at : at + UPLOAD_BATCH_DOCS]
-                progress(
-                    (number + at / max(1, len(docs))) / total,
-                    f"Indexing {name}: {at + len(batch):,} of {len(docs):,} document(s)",
-                )
-                try:
-                    report.merge(collection.upsert(batch))
-                except BadInputError:
-                    for doc in batch:  # find the bad one(s), keep the rest
-                        try:
-                            report.merge(collection.upsert([doc]))
-                        except BadInputError as exc:
-                            report.errors.append((f"{name} ({doc.id})" if doc.id != name else name, str(exc)))
-                except SemsearchError as exc:
-                    report.errors.append((name, str(exc)))
-                    break
+            docs = _read_upload(folder, name, content, seen, report, max_bytes)
+            _write_upload(collection, name, docs, report, lambda done, text: progress((number + done) / total, text))
         progress(1.0, f"Done: {report.summary()}")
     return report
+
+
+def _read_upload(folder: Path, name: str, content: bytes, seen: set[str], report: AddReport,
+                 max_bytes: int | None) -> list[Any]:
+    """The documents of the uploaded file ``name``, read in ``folder``; each problem goes to ``report.errors``."""
+    from indexer.loaders import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, LoadError, load_path
+
+    if name in seen:
+        report.errors.append((name, "another uploaded file has the same name"))
+        return []
+    seen.add(name)
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        report.errors.append((name, f"unsupported file type {suffix or '(none)'}; use {supported}"))
+        return []
+    path = folder / name
+    path.write_bytes(content)
+    docs = []
+    for item in load_path(path, max_bytes=max_bytes or DEFAULT_MAX_BYTES):
+        if isinstance(item, LoadError):
+            report.errors.append((_relabel(item.source, folder), item.reason))
+        else:
+            docs.append(_relabel_document(item, folder, name))
+    path.unlink(missing_ok=True)
+    return docs
+
+
+def _write_upload(collection: Any, name: str, docs: list[Any], report: AddReport,
+                  progress: Callable[[float, str], None]) -> None:
+    """Upsert the documents of the uploaded file ``name`` in batches, telling ``progress`` the fraction sent.
+
+    Refused documents are listed with their reasons; an error of the collection
+    itself (locked, corrupt) is listed for the file, and its other documents left out."""
+    from indexer.batches import BatchWriter
+    from retriever.errors import SemsearchError
+
+    sent = 0
+
+    def starting(batch: list[Any]) -> None:
+        nonlocal sent
+        progress(sent / max(1, len(docs)), f"Indexing {name}: {sent + len(batch):,} of {len(docs):,} document(s)")
+        sent += len(batch)
+
+    def refused(doc: Any, reason: str) -> None:
+        report.errors.append((f"{name} ({doc.id})" if doc.id != name else name, reason))
+
+    try:
+        BatchWriter(collection.upsert, lambda _, written: report.merge(written), refused, starting=starting).add_all(docs)
+    except SemsearchError as exc:
+        report.errors.append((name, str(exc)))
 
 
 def _relabel(source: str, folder: Path) -> str:
@@ -355,14 +369,12 @@ def _relabel(source: str, folder: Path) -> str:
 
 
 def _relabel_document(doc: Any, folder: Path, name: str) -> Any:
-    from retriever.documents import Document
-
+    """``doc`` with the uploaded file's name for its temporary path, as id and as ``source``."""
     temp_path = str(folder / name)
     metadata = dict(doc.metadata)
     if metadata.get("source") == temp_path:
         metadata["source"] = name
-    doc_id = name if doc.id == temp_path else doc.id
-    return Document(id=doc_id, text=doc.text, title=doc.title, metadata=metadata)
+    return replace(doc, id=name if doc.id == temp_path else doc.id, metadata=metadata)
 
 
 def pasted_document(text: str, title: str = "", doc_id: str = "", metadata_json: str = "") -> dict[str, Any]:

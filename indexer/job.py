@@ -9,71 +9,21 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterator, Sequence
 
 from tqdm.auto import tqdm
 
+from indexer.batches import DEFAULT_BATCH_DOCS, MAX_BATCH_CHARS, BatchWriter
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path, walk
+from indexer.runs import IndexReport, Sightings
 from retriever import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
 
-DEFAULT_BATCH_DOCS = 128
+__all__ = ["DEFAULT_BATCH_DOCS", "ENGINES", "MAX_BATCH_CHARS", "IndexReport", "index_paths"]
+
 ENGINES = ("local", "ray")
-MAX_BATCH_CHARS = 400_000  # about 400 chunks: bounds memory and keeps progress moving
-# What one bad document can raise; it is skipped with its reason. Other errors
-# (the collection locked or corrupt) stop the run: every document would fail.
-DOCUMENT_ERRORS = (ValueError, TypeError, RecursionError, OverflowError)  # BadInputError is a ValueError
-
-
-@dataclass
-class IndexReport:
-    """What an indexing run did.
-
-    Attributes:
-        files: Files (or BEIR corpora) read.
-        written: Added, updated, unchanged and deleted ids, and chunks embedded.
-        skipped: Files, records or documents left out, each with its reason.
-        seconds: Wall time of the run.
-    """
-
-    files: int = 0
-    written: WriteReport = field(default_factory=WriteReport)
-    skipped: list[LoadError] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def indexed(self) -> int:
-        return len(self.written.added) + len(self.written.updated)
-
-    def summary(self) -> str:
-        """A human summary: counts, speed, then one line per skipped item."""
-        w = self.written
-        rate = self.indexed / self.seconds if self.seconds > 0 else 0.0
-        lines = [
-            f"indexed {self.indexed} document(s) from {self.files} file(s): {len(w.added)} new, "
-            f"{len(w.updated)} updated, {len(w.unchanged)} unchanged, {len(w.deleted)} removed; "
-            f"{w.chunks} chunk(s) embedded in {self.seconds:.1f} s ({rate:.1f} docs/s)"
-        ]
-        if self.skipped:
-            lines.append(f"skipped {len(self.skipped)}:")
-            lines += [f"  {error.source}: {error.reason}" for error in self.skipped]
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        w = self.written
-        return {
-            "files": self.files,
-            "added": len(w.added),
-            "updated": len(w.updated),
-            "unchanged": len(w.unchanged),
-            "deleted": len(w.deleted),
-            "chunks": w.chunks,
-            "seconds": round(self.seconds, 3),
-            "skipped": [{"source": e.source, "reason": e.reason} for e in self.skipped],
-        }
 
 
 def index_paths(
@@ -103,7 +53,8 @@ def index_paths(
             seen in this run (deleted files, vanished records). Sources that
             failed to load are not pruned.
         batch_docs: Most documents per atomic commit (default 128; a batch
-            also commits once it holds ``MAX_BATCH_CHARS`` of text).
+            also holds at most ``MAX_BATCH_CHARS`` of text, unless one
+            document alone is longer: see ``indexer.batches``).
         max_bytes: Files larger than this are skipped (default 50 MB).
         progress: Show a progress bar on stderr.
         engine: ``"local"`` (default: this process) or ``"ray"`` (Ray Data and an
@@ -115,105 +66,86 @@ def index_paths(
     """
     if engine not in ENGINES:
         raise BadInputError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    options = dict(include=include, exclude=exclude, fields=fields, prune=prune, batch_docs=batch_docs,
+                   max_bytes=max_bytes, progress=progress)  # fmt: skip
     if engine == "ray":
         from indexer.ray_job import index_paths_ray  # Ray is an optional extra
 
-        return index_paths_ray(
-            collection, paths, include=include, exclude=exclude, fields=fields, prune=prune,
-            batch_docs=batch_docs, max_bytes=max_bytes, progress=progress, address=ray_address, workers=workers,
-        )  # fmt: skip
+        return index_paths_ray(collection, paths, address=ray_address, workers=workers, **options)
+    return _index_here(collection, paths, **options)
+
+
+def _index_here(
+    collection: Collection,
+    paths: Sequence[str | Path],
+    *,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    fields: FieldMap,
+    prune: bool,
+    batch_docs: int,
+    max_bytes: int,
+    progress: bool,
+) -> IndexReport:
+    """``index_paths`` in this process: read the files in walk order, upsert in batches, prune."""
     if batch_docs < 1:
         raise BadInputError(f"batch size must be at least 1, got {batch_docs}")
     started = time.perf_counter()
     report = IndexReport()
     roots = [Path(p).expanduser() for p in paths]
     targets = list(walk(roots, include, exclude))
-    seen: dict[str, str] = {}  # id -> source that produced it in this run
-    failed_sources: set[str] = set()
+    sightings = Sightings()
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
-    batch = _Batch(collection, report, bar, batch_docs)
+    batch = _upserts(collection, report, bar, batch_docs)
     try:
         for _root, path in targets:
             report.files += 1
             bar.set_postfix(file=f"{report.files}/{len(targets)}", refresh=False)
-            try:
-                for item in load_path(path, fields, max_bytes):
-                    if isinstance(item, LoadError):
-                        batch.skip(item)
-                        failed_sources.add(_source_of(item))
-                        continue
-                    source = item.metadata.get("source", str(path))
-                    if item.id in seen:
-                        batch.skip(LoadError(source, f"duplicate id {item.id!r} (already read from {seen[item.id]})"))
-                        continue
-                    seen[item.id] = source
+            for item in _read(path, fields, max_bytes, sightings):
+                if isinstance(item, LoadError):
+                    report.skipped.append(item)
+                    bar.update(1)
+                else:
                     batch.add(item)
-            except Exception as exc:  # noqa: BLE001 - a file that fails in any way is that file's error
-                batch.skip(LoadError(shown_path(path), f"cannot load: {type(exc).__name__}: {exc}"))
-                failed_sources.add(shown_path(path))
         batch.flush()
         if prune:
-            report.written.merge(_prune(collection, roots, seen, failed_sources))
+            report.written.merge(sightings.prune(collection, roots))
     finally:
         bar.close()
         report.seconds = time.perf_counter() - started
     return report
 
 
-class _Batch:
-    """Documents waiting for one atomic commit; flushes at ``max_docs`` or ``MAX_BATCH_CHARS``."""
+def _read(path: Path, fields: FieldMap, max_bytes: int, sightings: Sightings) -> Iterator[Document | LoadError]:
+    """The documents of ``path`` not read before in this run, and an error for each one left out.
 
-    def __init__(self, collection: Collection, report: IndexReport, bar: tqdm, max_docs: int):
-        self.collection, self.report, self.bar, self.max_docs = collection, report, bar, max_docs
-        self.docs: list[Document] = []
-        self.chars = 0
-
-    def add(self, doc: Document) -> None:
-        self.docs.append(doc)
-        self.chars += len(doc.text)
-        if len(self.docs) >= self.max_docs or self.chars >= MAX_BATCH_CHARS:
-            self.flush()
-
-    def skip(self, error: LoadError) -> None:
-        self.report.skipped.append(error)
-        self.bar.update(1)
-
-    def flush(self) -> None:
-        """Upsert the batch in one commit; if a document is bad, retry one by one."""
-        if not self.docs:
-            return
-        try:
-            self.report.written.merge(self.collection.upsert(self.docs))
-        except DOCUMENT_ERRORS:
-            for doc in self.docs:
-                try:
-                    self.report.written.merge(self.collection.upsert([doc]))
-                except DOCUMENT_ERRORS as exc:
-                    source = doc.metadata.get("source", doc.id) if isinstance(doc.metadata, dict) else doc.id
-                    reason = str(exc) if isinstance(exc, BadInputError) else f"{type(exc).__name__}: {exc}"
-                    self.report.skipped.append(LoadError(shown_path(str(source)), reason))
-        self.bar.update(len(self.docs))
-        self.bar.set_postfix(chunks=self.report.written.chunks, skipped=len(self.report.skipped), refresh=False)
-        self.docs, self.chars = [], 0
-
-
-def _prune(
-    collection: Collection, roots: Iterable[Path], seen: dict[str, str], failed_sources: set[str]
-) -> WriteReport:
-    """Delete documents from under ``roots`` that this run did not see."""
-    gone: list[str] = []
-    for root in roots:
-        root = root.resolve()
-        prefix = str(root) + ("/" if root.is_dir() else "")
-        for doc_id, source in collection.catalog.ids_by_source(prefix).items():
-            if root.is_file() and source != str(root):
+    A file that fails in any way while it is read is that file's error: what
+    it gave until then stays, and ``prune`` spares its documents.
+    """
+    try:
+        for item in load_path(path, fields, max_bytes):
+            if isinstance(item, LoadError):
+                sightings.load_failed(item)
+                yield item
                 continue
-            if doc_id not in seen and source not in failed_sources:
-                gone.append(doc_id)
-    return collection.delete(gone) if gone else WriteReport()
+            duplicate = sightings.claim(item.id, item.metadata.get("source", str(path)))
+            yield item if duplicate is None else duplicate
+    except Exception as exc:  # noqa: BLE001 - a file that fails in any way is that file's error
+        sightings.failed.add(shown_path(path))
+        yield LoadError(shown_path(path), f"cannot load: {type(exc).__name__}: {exc}")
 
 
-def _source_of(error: LoadError) -> str:
-    """The file behind a load error (``path`` or ``path:line``)."""
-    head, _, tail = error.source.rpartition(":")
-    return head if head and tail.isdigit() else error.source
+def _upserts(collection: Collection, report: IndexReport, bar: tqdm, max_docs: int) -> BatchWriter:
+    """A batch writer that upserts into ``collection``, recording in ``report`` and moving ``bar``."""
+
+    def written(docs: list[Document], result: WriteReport) -> None:
+        report.written.merge(result)
+        bar.update(len(docs))
+        bar.set_postfix(chunks=report.written.chunks, skipped=len(report.skipped), refresh=False)
+
+    def refused(doc: Document, reason: str) -> None:
+        source = doc.metadata.get("source", doc.id) if isinstance(doc.metadata, dict) else doc.id
+        report.skipped.append(LoadError(shown_path(str(source)), reason))
+        bar.update(1)
+
+    return BatchWriter(collection.upsert, written, refused, max_docs=max_docs)

@@ -299,3 +299,35 @@ def test_a_password_guards_every_session(monkeypatch, collection):
     at.run()
     no_failure(at)
     assert cards(at) and "s3cret" not in html_of(at)
+
+
+class RefusingCollection:
+    """Stands in for a collection: ``upsert`` records each call and refuses the document ``bad``."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def upsert(self, documents):
+        from retriever import WriteReport
+        from retriever.errors import BadInputError
+
+        ids = [doc.id for doc in documents]
+        self.calls.append(ids)
+        if "bad" in ids:
+            raise BadInputError("document 'bad': refused")
+        return WriteReport(added=ids)
+
+
+def test_uploads_skip_a_refused_record_and_keep_batches_under_the_size_cap():
+    from indexer.batches import MAX_BATCH_CHARS
+
+    long_text = "word " * (MAX_BATCH_CHARS // 10 + 1)  # two of them pass the cap
+    records = [{"id": "g1", "text": "fine"}, {"id": "bad", "text": "refused"}, {"id": "g2", "text": long_text},
+               {"id": "g3", "text": long_text}]
+    content = "\n".join(json.dumps(r) for r in records).encode()
+    col, messages = RefusingCollection(), []
+    report = sup.index_uploads(col, [("recs.jsonl", content)], progress=lambda f, text: messages.append(text))
+    assert report.added == ["g1", "g2", "g3"]
+    assert report.errors == [("recs.jsonl (bad)", "document 'bad': refused")]
+    assert col.calls == [["g1", "bad", "g2"], ["g1"], ["bad"], ["g2"], ["g3"]]
+    assert "Indexing recs.jsonl: 3 of 4 document(s)" in messages and "Indexing recs.jsonl: 4 of 4 document(s)" in messages

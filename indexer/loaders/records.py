@@ -1,0 +1,209 @@
+"""Record files: a document per line of a JSONL file or per row of a CSV file, streamed.
+
+Ids, titles and texts come from the fields a ``FieldMap`` names (or the
+usual names); a bad record is a ``LoadError`` for its line, and the rest of
+the file goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Container, Iterator, Sequence
+from typing import Any
+
+from indexer.loaders.common import FieldMap, LoadError, Rejected, error_line
+from retriever.documents import Document, coerce_document
+from retriever.errors import BadInputError
+from retriever.jsonl import json_type, parse_json_object
+
+_AUTO_ID = ("id", "_id")
+_AUTO_TITLE = "title"
+_AUTO_TEXT = ("text", "body", "content")
+# At most 18 integer digits, no leading zeros: "02134" or a 20-digit code stays a string.
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+
+
+def jsonl_documents(
+    text: str, source: str, fields: FieldMap, defaults: dict[str, Any]
+) -> Iterator[Document | LoadError]:
+    """A document or error per non-blank line of a JSONL file, streamed.
+
+    Raises:
+        Rejected: the file holds no records.
+    """
+    if not text.strip():
+        raise Rejected("no records")
+    first_line: dict[str, int] = {}
+    for lineno, line in enumerate(io.StringIO(text), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = _json_object(line)
+            doc = _record_document(record, _record_keys(record, fields), defaults)
+            _claim_id(doc.id, lineno, first_line)
+        except Rejected as exc:
+            yield LoadError(f"{source}:{lineno}", str(exc))
+        else:
+            yield doc
+
+
+def _json_object(line: str) -> dict[str, Any]:
+    """One JSONL line parsed as a JSON object.
+
+    Raises:
+        Rejected: the line is not valid JSON or not an object.
+    """
+    try:
+        return parse_json_object(line)
+    except ValueError as exc:
+        raise Rejected(str(exc)) from None
+
+
+def csv_documents(
+    text: str, source: str, fields: FieldMap, defaults: dict[str, Any], max_bytes: int
+) -> Iterator[Document | LoadError]:
+    """A document or error per row of a CSV file with a header row, streamed.
+
+    Metadata values that look like numbers become numbers. Rows are numbered
+    by the line they end on.
+
+    Raises:
+        Rejected: the header is malformed or lacks the id or text column, or
+            the file holds no rows.
+    """
+    # A field can be as long as the file; the default 128 KiB limit would cut long texts.
+    csv.field_size_limit(max(csv.field_size_limit(), min(max_bytes, 2**31 - 1)))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header = _csv_header(reader)
+    try:
+        keys = _record_keys(header, fields)
+    except Rejected as exc:
+        raise Rejected(f"{exc}; the columns are {', '.join(map(repr, header))}") from None
+    first_line: dict[str, int] = {}
+    rows = 0
+    while True:
+        try:
+            values = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            rows += 1
+            yield LoadError(f"{source}:{reader.line_num}", f"malformed CSV: {error_line(exc)}")
+            continue
+        if not values:
+            continue
+        rows += 1
+        try:
+            doc = _record_document(_csv_record(header, values, keys), keys, defaults)
+            _claim_id(doc.id, reader.line_num, first_line)
+        except Rejected as exc:
+            yield LoadError(f"{source}:{reader.line_num}", str(exc))
+        else:
+            yield doc
+    if not rows:
+        raise Rejected("no records")
+
+
+def _csv_header(reader: Iterator[list[str]]) -> list[str]:
+    """The first non-blank row of a CSV reader.
+
+    Raises:
+        Rejected: the file has no rows or the header row is malformed.
+    """
+    try:
+        for row in reader:
+            if row:
+                return row
+    except csv.Error as exc:
+        raise Rejected(f"malformed CSV header: {error_line(exc)}") from None
+    raise Rejected("no records")
+
+
+def _csv_record(header: list[str], values: list[str], keys: tuple[str, str, str]) -> dict[str, Any]:
+    """A CSV row as a record; values outside the id, title and text columns may become numbers.
+
+    Raises:
+        Rejected: the row has more or fewer fields than the header.
+    """
+    if len(values) != len(header):
+        raise Rejected(f"row has {len(values)} fields, the header has {len(header)}")
+    return {
+        name: value if name in keys else _number_or_string(value)
+        for name, value in zip(header, values)
+    }
+
+
+def _number_or_string(value: str) -> str | int | float:
+    """``value`` as an int or float when it is written as one, else unchanged."""
+    number = _NUMBER.fullmatch(value)
+    if number is None:
+        return value
+    return float(value) if number.group(1) or number.group(2) else int(value)
+
+
+def _record_keys(available: Container[str], fields: FieldMap) -> tuple[str, str, str]:
+    """``(id, title, text)`` field names for a record or CSV header.
+
+    Raises:
+        Rejected: no id or no text field is present.
+    """
+    id_key = _first_present(available, (fields.id,) if fields.id else _AUTO_ID, "--id-field")
+    text_key = _first_present(available, (fields.text,) if fields.text else _AUTO_TEXT, "--text-field")
+    return id_key, fields.title or _AUTO_TITLE, text_key
+
+
+def _first_present(available: Container[str], candidates: Sequence[str], option: str) -> str:
+    """The first of ``candidates`` in ``available``.
+
+    Raises:
+        Rejected: none is present; the reason names them and ``option``.
+    """
+    for name in candidates:
+        if name in available:
+            return name
+    quoted = [repr(name) for name in candidates]
+    names = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+    raise Rejected(f"no {names} field (name one with {option})")
+
+
+def _record_document(
+    record: dict[str, Any], keys: tuple[str, str, str], defaults: dict[str, Any]
+) -> Document:
+    """A document from a JSONL or CSV record; other fields override ``defaults`` in its metadata.
+
+    Raises:
+        Rejected: the id is not a non-empty string or an integer, the text is
+            not a non-empty string, or the title is neither a string nor null.
+    """
+    id_key, title_key, text_key = keys
+    doc_id, text, title = record[id_key], record[text_key], record.get(title_key)
+    if isinstance(doc_id, int) and not isinstance(doc_id, bool):
+        doc_id = str(doc_id)
+    if not isinstance(doc_id, str):
+        raise Rejected(f"{id_key!r} is {json_type(doc_id)}, not a string or integer")
+    if not doc_id.strip():
+        raise Rejected(f"{id_key!r} is empty")
+    if not isinstance(text, str):
+        raise Rejected(f"{text_key!r} is {json_type(text)}, not a string")
+    if not text.strip():
+        raise Rejected(f"{text_key!r} is empty")
+    if title is not None and not isinstance(title, str):
+        raise Rejected(f"{title_key!r} is {json_type(title)}, not a string")
+    extra = {name: value for name, value in record.items() if name not in keys}
+    try:  # the rules every write path applies (id characters, UTF-8, plain JSON metadata)
+        return coerce_document(Document(id=doc_id, text=text, title=title or "", metadata=defaults | extra))
+    except BadInputError as exc:
+        raise Rejected(str(exc)) from None
+
+
+def _claim_id(doc_id: str, lineno: int, first_line: dict[str, int]) -> None:
+    """Record that ``doc_id`` is used on ``lineno``.
+
+    Raises:
+        Rejected: an earlier line of the same file already used it.
+    """
+    if doc_id in first_line:
+        raise Rejected(f"duplicate id {doc_id!r} (first on line {first_line[doc_id]})")
+    first_line[doc_id] = lineno

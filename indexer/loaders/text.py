@@ -1,0 +1,99 @@
+"""Text formats: bytes decoded to text, and the document of a plain text, Markdown or HTML file."""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Any
+
+import charset_normalizer
+
+from indexer.loaders.common import Rejected
+from indexer.loaders.markup import parse_html
+from retriever.documents import Document
+
+# UTF-32 first: its little-endian mark starts with the UTF-16 one.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+_BINARY_SNIFF_BYTES = 8192
+
+_ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
+
+_CODE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+def decode(data: bytes) -> tuple[str, str | None]:
+    """Text from bytes, and the encoding used when it is not UTF-8.
+
+    A byte-order mark decides first; then strict UTF-8; then the encoding
+    ``charset_normalizer`` finds, if it decodes the bytes.
+
+    Raises:
+        Rejected: the bytes look binary or fit no encoding.
+    """
+    bom_codec = next((codec for bom, codec in _BOMS if data.startswith(bom)), None)
+    if bom_codec is None and b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        raise Rejected("binary file, not text")
+    if bom_codec is not None:
+        try:
+            return data.decode(bom_codec), None if bom_codec == "utf-8-sig" else bom_codec
+        except UnicodeDecodeError as exc:
+            raise Rejected(
+                f"not valid {bom_codec} despite its byte-order mark ({exc.reason} at offset {exc.start})"
+            ) from None
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        utf8_error = exc
+    guess = charset_normalizer.from_bytes(data).best()
+    if guess is not None:
+        try:
+            return data.decode(guess.encoding), guess.encoding
+        except (LookupError, UnicodeDecodeError):
+            pass
+    offset = utf8_error.start
+    raise Rejected(
+        f"not valid UTF-8 (invalid byte 0x{data[offset]:02x} at offset {offset}) and no other encoding fits"
+    )
+
+
+def text_document(
+    text: str, source: str, fmt: str, stem: str, defaults: dict[str, Any]
+) -> Document:
+    """The document of a text, Markdown or HTML file, with ``defaults`` in its metadata.
+
+    Raises:
+        Rejected: no text is left after extraction.
+    """
+    if fmt == "html":
+        title, body = parse_html(text)
+    elif fmt == "md":
+        title, body = _markdown_title(text), text
+    else:
+        title, body = "", text
+    if not body.strip():
+        raise Rejected("empty document")
+    metadata = defaults | {"format": fmt}
+    return Document(id=source, text=body, title=title or stem, metadata=metadata)
+
+
+def _markdown_title(text: str) -> str:
+    """The text of the first ATX heading outside code fences, or ""."""
+    fence = ""
+    for line in text.splitlines():
+        opener = _CODE_FENCE.match(line)
+        if fence:
+            closing = line.strip()
+            if closing.startswith(fence) and closing == fence[0] * len(closing):
+                fence = ""
+        elif opener:
+            fence = opener.group(1)
+        elif heading := _ATX_HEADING.fullmatch(line):
+            return heading.group(1)
+    return ""

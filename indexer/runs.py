@@ -1,0 +1,126 @@
+"""What both engines of the batch job share: a run's report, the ids it read, pruning.
+
+The local job (``indexer.job``) and the Ray job (``indexer.ray_job``) read the
+same inputs in the same order and account for them the same way: the first
+copy of an id wins and later ones are skipped as duplicates; ``prune`` then
+removes what a run did not read, sparing the files that failed to load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+from indexer.loaders import LoadError
+from retriever import Collection, WriteReport
+
+
+@dataclass
+class IndexReport:
+    """What an indexing run did.
+
+    Attributes:
+        files: Files (or BEIR corpora) read.
+        written: Added, updated, unchanged and deleted ids, and chunks embedded.
+        skipped: Files, records or documents left out, each with its reason.
+        seconds: Wall time of the run.
+    """
+
+    files: int = 0
+    written: WriteReport = field(default_factory=WriteReport)
+    skipped: list[LoadError] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def indexed(self) -> int:
+        return len(self.written.added) + len(self.written.updated)
+
+    def summary(self) -> str:
+        """A human summary: counts, speed, then one line per skipped item."""
+        w = self.written
+        rate = self.indexed / self.seconds if self.seconds > 0 else 0.0
+        lines = [
+            f"indexed {self.indexed} document(s) from {self.files} file(s): {len(w.added)} new, "
+            f"{len(w.updated)} updated, {len(w.unchanged)} unchanged, {len(w.deleted)} removed; "
+            f"{w.chunks} chunk(s) embedded in {self.seconds:.1f} s ({rate:.1f} docs/s)"
+        ]
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)}:")
+            lines += [f"  {error.source}: {error.reason}" for error in self.skipped]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        w = self.written
+        return {
+            "files": self.files,
+            "added": len(w.added),
+            "updated": len(w.updated),
+            "unchanged": len(w.unchanged),
+            "deleted": len(w.deleted),
+            "chunks": w.chunks,
+            "seconds": round(self.seconds, 3),
+            "skipped": [{"source": e.source, "reason": e.reason} for e in self.skipped],
+        }
+
+
+@dataclass
+class Sightings:
+    """The ids one run has read, and the files it could not load (which ``prune`` spares).
+
+    Attributes:
+        seen: Id -> the source that first produced it in this run.
+        failed: Files (``shown_path`` form) that failed to load, wholly or in part.
+    """
+
+    seen: dict[str, str] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+
+    def load_failed(self, error: LoadError) -> None:
+        """Note the file behind ``error``, so that ``prune`` keeps what it held."""
+        self.failed.add(error_file(error))
+
+    def claim(self, doc_id: str, source: str) -> LoadError | None:
+        """Claim ``doc_id`` for ``source``.
+
+        Returns:
+            ``None`` for the first copy of an id; for a later one, the error it
+            is skipped with (the id stays with its first source).
+        """
+        if doc_id in self.seen:
+            return LoadError(source, f"duplicate id {doc_id!r} (already read from {self.seen[doc_id]})")
+        self.seen[doc_id] = source
+        return None
+
+    def prune(self, collection: Collection, roots: Iterable[Path]) -> WriteReport:
+        """``prune`` with this run's ids and failed files."""
+        return prune(collection, roots, self.seen, self.failed)
+
+
+def prune(collection: Collection, roots: Iterable[Path], seen: dict[str, str], failed_sources: set[str]) -> WriteReport:
+    """Delete documents from under ``roots`` that a run did not see.
+
+    Args:
+        roots: The paths the run was given (files or directories).
+        seen: The ids the run read (id -> source).
+        failed_sources: Files that failed to load: their documents are kept.
+
+    Returns:
+        The deletion (``deleted``), empty when nothing is gone.
+    """
+    gone: list[str] = []
+    for root in roots:
+        root = root.resolve()
+        prefix = str(root) + ("/" if root.is_dir() else "")
+        for doc_id, source in collection.catalog.ids_by_source(prefix).items():
+            if root.is_file() and source != str(root):
+                continue
+            if doc_id not in seen and source not in failed_sources:
+                gone.append(doc_id)
+    return collection.delete(gone) if gone else WriteReport()
+
+
+def error_file(error: LoadError) -> str:
+    """The file behind a load error (its source ``path`` or ``path:line``)."""
+    head, _, tail = error.source.rpartition(":")
+    return head if head and tail.isdigit() else error.source
