@@ -322,7 +322,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from app.evaluate import evaluate, format_table
+    from indexer.beir import evaluate
 
     result = evaluate(
         args.dataset,
@@ -335,6 +335,19 @@ def cmd_eval(args) -> int:
     )
     print(json.dumps(result) if args.json else format_table([result]))
     return EXIT_OK
+
+
+def format_table(results: list[dict]) -> str:
+    """A plain-text table of evaluation results, one row per result."""
+    from retriever.evaluation import METRICS
+
+    header = f"{'dataset':<12} {'mode':<7} " + " ".join(f"{m:>10}" for m in METRICS) + f" {'queries':>8} {'seconds':>8}"
+    rows = [
+        f"{r['dataset']:<12} {r['mode']:<7} " + " ".join(f"{r[m]:>10.4f}" for m in METRICS)
+        + f" {r['queries']:>8} {r['seconds']:>8.1f}"
+        for r in results
+    ]
+    return "\n".join([header, *rows])
 
 
 def cmd_delete(args) -> int:
@@ -568,7 +581,7 @@ def cmd_train_contrastive(args) -> int:
 
 
 def cmd_train_recipe(args) -> int:
-    from app.evaluate import evaluate
+    from indexer.beir import evaluate
     from training.recipes import DEFAULT_DATASETS, RECIPES
 
     def score(dataset: Path, model: str, mode: str) -> dict:
