@@ -20,23 +20,27 @@ def register(sub) -> None:
 
 
 def add_delete_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch delete``: ids and ``-c``."""
     p.add_argument("ids", nargs="+", metavar="ID")
     add_collection_arg(p)
     p.set_defaults(handler=run_delete)
 
 
 def add_info_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch info``: ``-c`` and ``--json``."""
     add_collection_arg(p)
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler=run_info)
 
 
 def add_compact_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch compact``: ``-c``."""
     add_collection_arg(p)
     p.set_defaults(handler=run_compact)
 
 
 def add_upgrade_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch upgrade``: ``-c`` and ``-q``."""
     add_collection_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_upgrade)

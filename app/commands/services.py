@@ -29,6 +29,7 @@ def register(sub) -> None:
 
 
 def add_ui_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch ui``: ``-c`` (a collection or a folder of them), ``--host``, ``--port``."""
     p.add_argument("-c", "--collection", required=True, metavar="DIR",
                    help="collection directory, or a folder whose sub-folders are collections")
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")

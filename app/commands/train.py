@@ -29,6 +29,7 @@ def register(sub) -> None:
 
 
 def add_train_steps(p: argparse.ArgumentParser) -> None:
+    """The steps of ``semsearch train``, each a subparser populated when it runs."""
     train = p.add_subparsers(dest="train_command", metavar="STEP", parser_class=Parser)
     train.required = True
     add_commands(train, [
@@ -51,6 +52,7 @@ def config_from(config: type, args: argparse.Namespace):
 
 
 def add_tokenizer_flags(t: argparse.ArgumentParser) -> None:
+    """Flags of ``train tokenizer``; defaults are ``train_tokenizer``'s parameters."""
     from training.tokenizer import train_tokenizer
 
     d = parameter_defaults(train_tokenizer)
@@ -68,6 +70,7 @@ def add_tokenizer_flags(t: argparse.ArgumentParser) -> None:
 
 
 def add_pretrain_flags(t: argparse.ArgumentParser) -> None:
+    """Flags of ``train pretrain``, one per ``PretrainConfig`` field (but weight decay, masking rate, device)."""
     from training.pretrain import POSITIONS, PretrainConfig
 
     d = field_defaults(PretrainConfig)
@@ -102,6 +105,7 @@ def add_pretrain_flags(t: argparse.ArgumentParser) -> None:
 
 
 def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
+    """Flags of ``train contrastive``, one per ``ContrastiveConfig`` field (but weight decay, device)."""
     from training.contrastive import UNSUPERVISED, ContrastiveConfig
 
     d = field_defaults(ContrastiveConfig)
@@ -134,6 +138,7 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
 
 
 def add_recipe_flags(t: argparse.ArgumentParser) -> None:
+    """Flags of ``train recipe``: the recipe (one of ``RECIPES``), ``--datasets``, ``-o``, ``--json``."""
     from training.recipes import RECIPES
 
     t.add_argument("recipe", choices=tuple(RECIPES),
@@ -147,6 +152,7 @@ def add_recipe_flags(t: argparse.ArgumentParser) -> None:
 
 
 def add_fill_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch fill``; ``-k`` defaults to ``fill_mask``'s."""
     from training.fill import fill_mask
 
     p.add_argument("text", metavar="TEXT", help="text with one or more [MASK] tokens")
@@ -176,6 +182,7 @@ def add_output_flags(t: argparse.ArgumentParser) -> None:
 
 
 def run_tokenizer(args) -> int:
+    """Train a WordPiece tokenizer on ``args.paths`` and save it to ``args.output``."""
     from training.tokenizer import train_tokenizer
 
     output = train_tokenizer(args.paths, args.output, vocab_size=args.vocab_size,
@@ -185,6 +192,7 @@ def run_tokenizer(args) -> int:
 
 
 def run_pretrain(args) -> int:
+    """Masked-LM pretraining with the ``PretrainConfig`` the flags describe."""
     from training.pretrain import PretrainConfig, pretrain
 
     summary = pretrain(config_from(PretrainConfig, args), progress=not args.quiet and not args.json)
@@ -192,6 +200,7 @@ def run_pretrain(args) -> int:
 
 
 def run_contrastive(args) -> int:
+    """Contrastive training with the ``ContrastiveConfig`` the flags describe."""
     from training.contrastive import ContrastiveConfig, contrastive_train
 
     summary = contrastive_train(config_from(ContrastiveConfig, args), progress=not args.quiet and not args.json)
@@ -208,6 +217,7 @@ def print_summary(args, summary: dict, describe: Callable[[dict], str]) -> int:
 
 
 def describe_pretraining(summary: dict) -> str:
+    """One line: the last step, its figures, where the model went."""
     figures = ", ".join(f"{key} {value:.4g}" for key, value in summary.items()
                         if isinstance(value, float) and key != "seconds")
     return (f"semsearch: step {summary['step']}{', ' + figures if figures else ''}; "
@@ -215,6 +225,7 @@ def describe_pretraining(summary: dict) -> str:
 
 
 def describe_contrastive(summary: dict) -> str:
+    """One line: steps, last loss, best dev nDCG@10, where the model went."""
     dev = f", best dev nDCG@10 {summary['best_dev_ndcg']:.4f} (step {summary['best_step']})" \
         if summary["best_dev_ndcg"] is not None else ""
     loss = f", loss {summary['train_loss']:.4g}" if summary["train_loss"] is not None else ""
@@ -222,6 +233,7 @@ def describe_contrastive(summary: dict) -> str:
 
 
 def run_recipe(args) -> int:
+    """Run a recipe (resumable), scoring its models with ``indexer.beir.evaluate``, and print its table."""
     from indexer.beir import evaluate
     from training.recipes import DEFAULT_DATASETS, RECIPES
 
@@ -239,6 +251,7 @@ def run_recipe(args) -> int:
 
 
 def run_fill(args) -> int:
+    """Print the top ``-k`` tokens for each ``[MASK]`` of ``args.text``."""
     from training.fill import fill_mask
 
     guesses = fill_mask(args.text, args.model, k=args.k)

@@ -1,7 +1,9 @@
 """Request and response bodies of the HTTP API (pydantic models, shown in the OpenAPI docs).
 
 Requests forbid unknown fields; every limit comes from ``app.server.limits``
-and a refused value is a 422 naming its field.
+and a refused value is a 422 naming its field. The models carry no class
+docstrings on purpose: pydantic would publish them as the schemas'
+descriptions; fields say what they are with ``description``.
 """
 
 from __future__ import annotations
