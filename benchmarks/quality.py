@@ -61,7 +61,7 @@ def describe_encoders(encoders: set[tuple[str, str]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app.evaluate import evaluate
+    from indexer.beir import evaluate
 
     parser = argparse.ArgumentParser(prog="bench-quality", description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)

@@ -198,7 +198,7 @@ def demo_figures(path: Path, rounds: int = 30) -> dict:
     computed once beforehand and passed in, so the time is the ranking and
     snippet work after encoding.
     """
-    from app.demo import QUERIES
+    from indexer.stdlib_docs import QUERIES
     from retriever import Collection
 
     out: dict = {}

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from app.cli import main
-from app.evaluate import evaluate
+from indexer.beir import evaluate
 from benchmarks.quality import load_regressions
 
 EVAL_KEYS = {
@@ -61,6 +61,13 @@ def test_eval_bad_dataset_is_one_line_exit_2(capsys, tmp_path):
     assert main(["eval", "-d", str(tmp_path), "--json"]) == 2
     err = capsys.readouterr().err
     assert "is not a BEIR dataset: corpus.jsonl is missing" in err and len(err.splitlines()) == 1
+
+
+def test_the_former_module_path_is_the_new_module():
+    import app.evaluate
+    import indexer.beir
+
+    assert app.evaluate is indexer.beir
 
 
 @pytest.mark.parametrize("row", regression_rows("scifact-slice50"), ids=lambda row: row["mode"])

@@ -1,0 +1,106 @@
+"""``semsearch index``: files, directories or BEIR corpora into a collection."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from app.commands.base import EXIT_BAD_INPUT, EXIT_OK, UsageError, add_collection_arg, add_commands
+
+MB = 1024 * 1024
+
+
+def register(sub) -> None:
+    """Add ``index`` to the command's subparsers."""
+    add_commands(sub, [("index", "index files, directories or BEIR corpora into a collection", add_index_flags)])
+
+
+def add_index_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch index``; the batch size and file-size limit default to the indexer's."""
+    from indexer.job import DEFAULT_BATCH_DOCS
+    from indexer.loaders import DEFAULT_MAX_BYTES
+
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (.txt .md .html .pdf .jsonl .csv)")
+    add_collection_arg(p)
+    p.add_argument("--model", help="model directory or name, used when the collection is created "
+                   "(default: the packaged all-MiniLM-L6-v2); must match an existing collection's model")
+    p.add_argument("--include", action="append", default=[], metavar="GLOB", help="only files matching GLOB (repeatable)")
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB", help="leave out files matching GLOB (repeatable)")
+    p.add_argument("--id-field", help="JSONL/CSV field holding the id (default: id, then _id)")
+    p.add_argument("--title-field", help="JSONL/CSV field holding the title (default: title)")
+    p.add_argument("--text-field", help="JSONL/CSV field holding the text (default: text, body, content)")
+    p.add_argument("--prune", action="store_true", help="remove documents whose files or records are gone")
+    p.add_argument("--batch-size", type=int, default=None, metavar="N",
+                   help=f"documents per atomic commit (default {DEFAULT_BATCH_DOCS})")
+    p.add_argument("--max-file-mb", type=float, default=DEFAULT_MAX_BYTES / MB, metavar="MB",
+                   help="skip files larger than this (default %(default)g)")
+    p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR), "
+                   "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
+                   "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
+    p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
+                   help="embed in a Ray actor pool: on this machine, or on the running cluster at ADDRESS "
+                   "(needs pip install 'semsearch[ray]')")
+    p.add_argument("--workers", type=int, metavar="N", help="with --ray: actors, one model each "
+                   "(default: this machine's cores, or the cluster's CPUs)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run_index)
+
+
+def run_index(args) -> int:
+    """Index ``args.paths``; exit 2 when a file or record was skipped."""
+    from indexer.job import DEFAULT_BATCH_DOCS, index_paths
+    from indexer.loaders import FieldMap
+
+    check_index_args(args)
+    with open_or_create(args) as collection:
+        report = index_paths(
+            collection,
+            args.paths,
+            include=args.include,
+            exclude=args.exclude,
+            fields=FieldMap(id=args.id_field, title=args.title_field, text=args.text_field),
+            prune=args.prune,
+            batch_docs=args.batch_size or DEFAULT_BATCH_DOCS,
+            max_bytes=int(args.max_file_mb * MB),
+            progress=not args.quiet and not args.json,
+            engine="local" if args.ray is None else "ray",
+            ray_address=None if args.ray in (None, "local") else args.ray,
+            workers=args.workers,
+        )
+    if args.json:
+        print(json.dumps(report.to_dict(), ensure_ascii=False))
+    print(report.summary(), file=sys.stderr)
+    return EXIT_BAD_INPUT if report.skipped else EXIT_OK
+
+
+def check_index_args(args) -> None:
+    """Refuse flag combinations that cannot work, before the collection is touched.
+
+    Raises:
+        UsageError: a non-positive ``--max-file-mb``, ``--workers`` without
+            ``--ray``, or ``--ray`` without Ray installed.
+    """
+    if args.max_file_mb <= 0:
+        raise UsageError("--max-file-mb must be positive")
+    if args.workers is not None and (args.ray is None or args.workers < 1):
+        raise UsageError("--workers needs --ray and a positive number")
+    if args.ray is not None:
+        try:
+            import indexer.ray_job  # noqa: F401  (fails here, before the collection is touched)
+        except ImportError:
+            raise UsageError("--ray needs Ray: pip install 'semsearch[ray]'") from None
+
+
+def open_or_create(args):
+    """The collection at ``args.collection``: opened with ``--model``, or created (``--catalog-url`` only then)."""
+    from retriever.collection import Collection
+    from retriever.storage.manifest import MANIFEST
+
+    if os.path.exists(os.path.join(args.collection, MANIFEST)):
+        if args.catalog_url:
+            raise UsageError("--catalog-url applies only when a collection is created")
+        return Collection.open(args.collection, args.model)
+    return Collection.create(args.collection, args.model, catalog_url=args.catalog_url)

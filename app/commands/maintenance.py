@@ -1,0 +1,119 @@
+"""``semsearch delete``, ``info``, ``compact`` and ``upgrade``: a collection's upkeep."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from app.commands.base import EXIT_BAD_INPUT, EXIT_OK, add_collection_arg, add_commands, fail
+
+
+def register(sub) -> None:
+    """Add ``delete``, ``info``, ``compact`` and ``upgrade`` to the command's subparsers."""
+    add_commands(sub, [
+        ("delete", "delete documents by id", add_delete_flags),
+        ("info", "show a collection's size, model, settings and segments", add_info_flags),
+        ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
+        ("upgrade", "convert a collection written by an older semsearch to the current format", add_upgrade_flags),
+    ])
+
+
+def add_delete_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch delete``: ids and ``-c``."""
+    p.add_argument("ids", nargs="+", metavar="ID")
+    add_collection_arg(p)
+    p.set_defaults(handler=run_delete)
+
+
+def add_info_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch info``: ``-c`` and ``--json``."""
+    add_collection_arg(p)
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(handler=run_info)
+
+
+def add_compact_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch compact``: ``-c``."""
+    add_collection_arg(p)
+    p.set_defaults(handler=run_compact)
+
+
+def add_upgrade_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch upgrade``: ``-c`` and ``-q``."""
+    add_collection_arg(p)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(handler=run_upgrade)
+
+
+def run_delete(args) -> int:
+    """Delete ``args.ids``; exit 2 naming the ids that were not there."""
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        report = collection.delete(args.ids)
+    missing = sorted(set(args.ids) - set(report.deleted))
+    print(f"deleted {len(report.deleted)} document(s)", file=sys.stderr)
+    if missing:
+        fail(f"not found: {', '.join(missing)}")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def run_info(args) -> int:
+    """Print the collection's figures and this machine's encoder, as rows or JSON."""
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        info = collection.info()
+        encoder = collection.embedder.info()  # a run-time choice of this machine, not of the collection
+    info["backend"], info["query_backend"] = encoder["backend"], encoder["query_backend"]
+    if args.json:
+        print(json.dumps(info))
+        return EXIT_OK
+    for key, value in info_rows(info, encoder):
+        print(f"{key:>10}  {value}")
+    return EXIT_OK
+
+
+def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
+    """``(label, value)`` rows of ``semsearch info`` from ``Collection.info()`` and ``Embedder.info()``."""
+    chunking = info["chunking"]
+    return [
+        ("path", info["path"]),
+        ("documents", info["documents"]),
+        ("chunks", info["chunks"]),
+        ("model", f"{info['model']} (dim {info['dim']}, sha256 {info['model_sha256'][:12]})"),
+        ("backend", f"{encoder['backend']}"
+                    + (f" for passages, {encoder['query_backend']} for queries"
+                       if encoder["query_backend"] != encoder["backend"] else "")
+                    + f" ({encoder['threads']} threads{', measured on this machine' if encoder.get('measured') else ''})"),
+        ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
+        ("index", info["index"]),
+        ("catalog", info["catalog"]),
+        ("size", f"{info['size_bytes'] / 1e6:.1f} MB"),
+        ("created", info["created_at"]),
+        ("updated", info["updated_at"]),
+    ]
+
+
+def run_compact(args) -> int:
+    """Merge the segments and print the counts and sizes before and after."""
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        result = collection.compact()
+    print(
+        f"compacted {args.collection}: {result['segments_before']} segment(s) -> {result['segments_after']}, "
+        f"{result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+def run_upgrade(args) -> int:
+    """Convert the collection in place and print what was done."""
+    from retriever.storage.upgrade import upgrade
+
+    print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
+    return EXIT_OK

@@ -1,0 +1,120 @@
+"""``semsearch search`` (one query, ranked hits) and ``semsearch eval`` (quality on a BEIR dataset)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+
+from app.commands.base import EXIT_OK, UsageError, add_collection_arg, add_commands, parameter_defaults
+
+
+def register(sub) -> None:
+    """Add ``search`` and ``eval`` to the command's subparsers."""
+    add_commands(sub, [
+        ("search", "search a collection", add_search_flags),
+        ("eval", "measure retrieval quality on a BEIR-format dataset", add_eval_flags),
+    ])
+
+
+def add_search_mode_args(parser: argparse.ArgumentParser) -> None:
+    """``--mode``, ``--fusion`` and ``--alpha``, their choices and defaults the retriever's."""
+    from retriever.collection import DEFAULT_MODE, Collection
+    from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS
+
+    parser.add_argument("--mode", choices=Collection.SEARCH_MODES, default=DEFAULT_MODE,
+                        help="dense embeddings, bm25 keywords, or hybrid: both fused (default %(default)s)")
+    parser.add_argument("--fusion", choices=sorted(FUSIONS), default=DEFAULT_FUSION,
+                        help="hybrid fusion: convex combination of normalised scores, or rrf: reciprocal-rank "
+                             "(default %(default)s)")
+    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
+                        help="dense weight for --fusion convex (default %(default)g)")
+
+
+def add_search_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch search``; ``-k`` defaults to ``Collection.search``'s."""
+    from retriever.collection import Collection
+
+    p.add_argument("query", metavar="QUERY")
+    add_collection_arg(p)
+    p.add_argument("-k", type=int, default=parameter_defaults(Collection.search)["k"], metavar="N",
+                   help="number of documents (default %(default)s)")
+    p.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"lang": "en", "year": {"$gte": 2020}}\'')
+    add_search_mode_args(p)
+    p.add_argument("--exact", action="store_true", help="exact vector search also in large, approximately indexed segments")
+    p.add_argument("--json", action="store_true", help="print hits as a JSON list")
+    p.set_defaults(handler=run_search)
+
+
+def add_eval_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch eval``; ``--split`` defaults to ``indexer.beir.evaluate``'s."""
+    from indexer.beir import evaluate
+
+    p.add_argument("-d", "--dataset", required=True, metavar="DIR", help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/)")
+    p.add_argument("--split", default=parameter_defaults(evaluate)["split"], help="qrels split (default %(default)s)")
+    add_search_mode_args(p)
+    p.add_argument("--model", help="model directory or name (default: the packaged all-MiniLM-L6-v2)")
+    p.add_argument("-c", "--collection", metavar="DIR", help="collection to build or reuse "
+                   "(default: ~/.cache/semsearch/eval/<dataset>-<model hash>)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=run_eval)
+
+
+def run_search(args) -> int:
+    """Print the hits of ``args.query``: ranked, with a wrapped snippet each, or as JSON."""
+    from retriever.collection import Collection
+    from retriever.search.filters import parse_where
+
+    where = parse_where(args.where)
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1, got {args.k}")
+    with Collection.open(args.collection) as collection:
+        hits = collection.search(
+            args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha, exact=args.exact
+        )
+    if args.json:
+        print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
+        return EXIT_OK
+    if not hits:
+        print("no results", file=sys.stderr)
+    width = min(100, max(40, os.get_terminal_size(sys.stdout.fileno()).columns - 6) if sys.stdout.isatty() else 100)
+    for rank, hit in enumerate(hits, 1):
+        print(f"{rank:>2}. {hit.score:.3f}  {hit.title or hit.id}")
+        if hit.title and hit.title != hit.id:
+            print(f"    {hit.id}")
+        snippet = " ".join(hit.text.split())
+        for line in textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]:
+            print(f"    {line}")
+    return EXIT_OK
+
+
+def run_eval(args) -> int:
+    """Score one mode on one split of ``args.dataset`` and print a table row (or JSON)."""
+    from indexer.beir import evaluate
+
+    result = evaluate(
+        args.dataset,
+        split=args.split,
+        mode=args.mode,
+        model=args.model,
+        collection_dir=args.collection,
+        fusion=args.fusion,
+        alpha=args.alpha,
+    )
+    print(json.dumps(result) if args.json else format_table([result]))
+    return EXIT_OK
+
+
+def format_table(results: list[dict]) -> str:
+    """A plain-text table of evaluation results, one row per result."""
+    from retriever.evaluation import METRICS
+
+    header = f"{'dataset':<12} {'mode':<7} " + " ".join(f"{m:>10}" for m in METRICS) + f" {'queries':>8} {'seconds':>8}"
+    rows = [
+        f"{r['dataset']:<12} {r['mode']:<7} " + " ".join(f"{r[m]:>10.4f}" for m in METRICS)
+        + f" {r['queries']:>8} {r['seconds']:>8.1f}"
+        for r in results
+    ]
+    return "\n".join([header, *rows])

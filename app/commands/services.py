@@ -1,0 +1,192 @@
+"""``semsearch ui`` (Streamlit) and ``semsearch serve`` (the HTTP API): long-running services.
+
+Both refuse to listen beyond loopback without a password or key, and check
+that the address can be listened on before anything is loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from app.commands.base import EXIT_FAILURE, EXIT_OK, UsageError, add_collection_arg, add_commands
+
+UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by app/ui.py, which asks every session for it
+UI_SCRIPT = Path(__file__).resolve().parents[1] / "ui.py"
+
+
+def register(sub) -> None:
+    """Add ``ui`` and ``serve`` to the command's subparsers."""
+    add_commands(sub, [
+        ("ui", "start the search UI in the browser (Streamlit)", add_ui_flags),
+        ("serve", "start the HTTP API (FastAPI; OpenAPI docs at /docs)", add_serve_flags),
+    ])
+
+
+def add_ui_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch ui``: ``-c`` (a collection or a folder of them), ``--host``, ``--port``."""
+    p.add_argument("-c", "--collection", required=True, metavar="DIR",
+                   help="collection directory, or a folder whose sub-folders are collections")
+    p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; any other address needs a password "
+                   "in $SEMSEARCH_UI_PASSWORD)")
+    p.set_defaults(handler=run_ui)
+
+
+def add_serve_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch serve``; ``--deadline`` defaults to the service's (needs FastAPI, checked first)."""
+    require_api_extra()
+    from app.server.limits import DEFAULT_DEADLINE_S
+
+    add_collection_arg(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
+                   "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
+    p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
+                   help="stop a request that runs longer and answer 503 (default %(default)g)")
+    p.add_argument("--access-log", action="store_true",
+                   help="print a line per request (off by default: in a profile of searches it took about 4%% of the server's time)")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="serve from N processes sharing the port, each with its own encoder on an N-th of the "
+                   "cores and its own memory (default 1; on 2 cores, 2 answered about 18%% more searches at "
+                   "concurrency 8)")
+    p.set_defaults(handler=run_serve)
+
+
+def run_ui(args) -> int:
+    """Replace this process with Streamlit running ``app/ui.py`` on the collection (or folder of them)."""
+    root = Path(args.collection).expanduser()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is a file; -c takes a collection directory or a folder of collections")
+    if not root.exists() and not root.parent.is_dir():
+        raise UsageError(f"{root}: no such directory")
+    if importlib.util.find_spec("streamlit") is None:
+        raise UsageError("the UI needs Streamlit: pip install 'semsearch[ui]'")
+    if not is_loopback(args.host) and not os.environ.get(UI_PASSWORD_ENV):
+        raise UsageError(f"refusing to serve the UI on {args.host} without a password: set {UI_PASSWORD_ENV} "
+                         "(every browser session must then enter it), or keep --host on loopback")
+    check_listen(args.host, args.port)
+    argv = [sys.executable, "-m", "streamlit", "run", str(UI_SCRIPT),
+            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
+            "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
+            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
+            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5"]
+    env = dict(os.environ, SEMSEARCH_UI_COLLECTION=str(root.resolve()))
+    print(f"semsearch: UI for {root} at http://{args.host}:{args.port}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, argv, env)  # the process becomes Streamlit: Ctrl-C and signals reach it
+    return EXIT_FAILURE  # pragma: no cover - execve does not return
+
+
+def require_api_extra() -> None:
+    """Raise ``UsageError`` naming the extra to install when FastAPI or uvicorn is missing."""
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UsageError("the HTTP API needs FastAPI and uvicorn: pip install 'semsearch[api]'")
+
+
+def run_serve(args) -> int:
+    """Serve the collection on uvicorn, in one process or ``--workers`` processes sharing the port."""
+    import uvicorn
+
+    from app.server import API_KEY_ENV, create_app
+
+    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    check_serve_args(args, key)
+    options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
+               "access_log": args.access_log}
+    ready_dir = None
+    if args.workers == 1:
+        app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
+    else:  # worker processes build the app themselves, from these settings
+        ready_dir = prepare_workers(args, key)
+        app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
+    print(f"semsearch: serving {args.collection} at http://{args.host}:{args.port} (API docs at /docs"
+          f"{'; API key required' if key else ''}{f'; {args.workers} worker processes' if args.workers > 1 else ''})",
+          file=sys.stderr)
+    try:
+        uvicorn.run(app, **options)
+    finally:
+        if ready_dir is not None:
+            shutil.rmtree(ready_dir, ignore_errors=True)
+    return EXIT_OK
+
+
+def check_serve_args(args, key: str | None) -> None:
+    """Refuse a public address without a key, an address in use, and a deadline or worker count out of range."""
+    from app.server import API_KEY_ENV
+
+    if not key and not is_loopback(args.host):
+        raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
+    check_listen(args.host, args.port)
+    if not 0 < args.deadline <= 3600:
+        raise UsageError(f"--deadline must be between 0 and 3600 seconds, got {args.deadline:g}")
+    if not 1 <= args.workers <= 64:
+        raise UsageError(f"--workers must be between 1 and 64, got {args.workers}")
+
+
+def prepare_workers(args, key: str | None) -> str:
+    """Settings for ``--workers`` processes, in their environment; each gets an N-th of the cores.
+
+    The collection is opened once here, so a wrong path fails once, not in every worker.
+
+    Returns:
+        The folder where each worker marks itself ready (the caller removes it).
+    """
+    from app.server import API_KEY_ENV, SERVE_ENV
+    from app.server.workers import worker_settings
+    from retriever import Collection
+    from retriever.encoding.threads import THREADS_ENV, available_cores
+
+    Collection.open(args.collection).close()
+    ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
+    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers)
+    if key:
+        os.environ[API_KEY_ENV] = key
+    os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
+    return ready_dir
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is reachable only from this machine (``localhost``, 127.x, ``::1``)."""
+    import ipaddress
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(host: str, port: int) -> None:
+    """Fail early, in one line, when ``host:port`` cannot be listened on.
+
+    Raises:
+        UsageError: the port is out of range or the host does not resolve.
+        SemsearchError: the address cannot be bound (in use, say).
+    """
+    import socket
+
+    from retriever.errors import SemsearchError
+
+    if not 1 <= port <= 65535:
+        raise UsageError(f"--port must be between 1 and 65535, got {port}")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"cannot listen on {host}: {exc.strerror}") from None
+    family, _, _, _, address = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise SemsearchError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None

@@ -1,0 +1,166 @@
+"""The routes of the HTTP API: service (``/health``, ``/stats``), search (``/search``, ``/embed``), documents.
+
+Each route checks what the schema cannot, then runs the collection's work
+through the request's ``Deadline``; errors it raises become JSON answers in
+``app.server.errors``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+
+from app.server.deadlines import Deadline
+from app.server.errors import one_line
+from app.server.schemas import (
+    DocumentOut,
+    DocumentsRequest,
+    EmbedRequest,
+    EmbedResponse,
+    SearchRequest,
+    SearchResponse,
+    WriteResponse,
+)
+from app.server.workers import WorkerGroup
+from retriever.collection import Collection
+from retriever.errors import FilterError
+from retriever.search.filters import validate_where
+from retriever.unicode_policy import check_utf8, printable
+
+
+def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None) -> None:
+    """Add every route, serving ``collection`` with each request's work bounded by ``limit``."""
+    add_service_routes(app, collection, limit, workers)
+    add_search_routes(app, collection, limit)
+    add_document_routes(app, collection, limit)
+
+
+def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None) -> None:
+    """``GET /health`` (never needs the key) and ``GET /stats``."""
+
+    @app.get("/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        """Liveness: answers without touching the collection or the key; with several workers, how many are ready."""
+        if workers is None:
+            return {"status": "ok"}
+        return {"status": "ok", "workers": {"ready": workers.ready(), "of": workers.size}}
+
+    @app.get("/stats", tags=["service"])
+    async def stats() -> dict[str, Any]:
+        """Documents, chunks, model, index type, size on disk, last update, search modes, the run-time encoder."""
+        return await limit.run(
+            lambda: collection.info()
+            | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
+        )
+
+
+def add_search_routes(app: FastAPI, collection: Collection, limit: Deadline) -> None:
+    """``POST /search`` and ``POST /embed``."""
+
+    @app.post("/search", response_model=SearchResponse, tags=["search"])
+    async def search(request: SearchRequest) -> dict[str, Any]:
+        """The `k` documents most similar to `query`, each through its best chunk (as `semsearch search --json`)."""
+        kwargs: dict[str, Any] = {"k": request.k, "where": request.where, "exact": request.exact}
+        if request.vector is not None:
+            kwargs["vector"] = request.vector
+        if request.mode is not None:  # else the retriever's own default
+            kwargs["mode"] = request.mode
+        try:
+            if request.where is not None:
+                validate_where(request.where)
+            hits = await limit.run(lambda: collection.search(request.query, **kwargs))
+        except FilterError as exc:
+            raise HTTPException(400, f"where: {one_line(str(exc))}") from None
+        return {"hits": [hit.to_dict() for hit in hits]}
+
+    @app.post("/embed", response_model=EmbedResponse, tags=["search"])
+    async def embed(request: EmbedRequest) -> dict[str, Any]:
+        """Unit-norm embeddings from the collection's model (the one that embeds queries and chunks)."""
+        return await limit.run(embed_texts, collection, request)
+
+
+def add_document_routes(app: FastAPI, collection: Collection, limit: Deadline) -> None:
+    """``POST /documents``, ``GET /documents/{id}`` and ``DELETE /documents/{id}``."""
+
+    @app.post("/documents", response_model=WriteResponse, tags=["documents"])
+    async def add_documents(request: DocumentsRequest) -> dict[str, Any]:
+        """Add documents (one atomic commit); existing ids are replaced unless `upsert` is false."""
+        ids = [doc.id for doc in request.documents]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise HTTPException(422, f"documents: id {printable(duplicates[0])} appears more than once")
+        return await limit.run(write_documents, collection, request)
+
+    @app.get("/documents/{doc_id:path}", response_model=DocumentOut, tags=["documents"])
+    async def get_document(doc_id: str) -> dict[str, Any]:
+        """One document by id (ids may contain slashes, e.g. file paths: URL-encode them)."""
+        doc = await limit.run(collection.get, path_id(doc_id))
+        if doc is None:
+            raise HTTPException(404, f"doc_id: document {printable(doc_id)} not found")
+        return {"id": doc.id, "title": doc.title, "text": doc.text, "metadata": doc.metadata}
+
+    @app.delete("/documents/{doc_id:path}", tags=["documents"])
+    async def delete_document(doc_id: str) -> dict[str, str]:
+        """Remove a document; it disappears from results at once."""
+        report = await limit.run(collection.delete, [path_id(doc_id)])
+        if not report.deleted:
+            raise HTTPException(404, f"doc_id: document {printable(doc_id)} not found")
+        return {"deleted": doc_id}
+
+
+def embed_texts(collection: Collection, request: EmbedRequest) -> dict[str, Any]:
+    """The ``/embed`` answer; a text over the model's window is a 400 unless ``truncate`` is set."""
+    embedder = collection.embedder
+    counts = embedder.count_tokens(request.texts)
+    truncated = [i for i, n in enumerate(counts) if n > embedder.max_tokens]
+    if truncated and not request.truncate:
+        first = truncated[0]
+        more = f" (and {len(truncated) - 1} more)" if len(truncated) > 1 else ""
+        raise HTTPException(
+            400,
+            f"texts[{first}] has {counts[first]} tokens, more than the model's window of "
+            f"{embedder.max_tokens}{more}; split it, or send \"truncate\": true to embed its first window only",
+        )
+    with warnings.catch_warnings():  # over-long texts are reported in "truncated", not as a warning
+        warnings.simplefilter("ignore")
+        vectors = embedder.embed(request.texts)
+    return {
+        "embeddings": vectors.tolist(),
+        "dim": int(vectors.shape[1]),
+        "model": collection.manifest.model["name"],
+        "truncated": truncated,
+    }
+
+
+def write_documents(collection: Collection, request: DocumentsRequest) -> dict[str, Any]:
+    """Upsert the request's documents in one commit; the ``/documents`` answer.
+
+    Raises:
+        HTTPException: 422 when only some documents carry a vector; 409 when
+            ``upsert`` is false and an id exists.
+    """
+    ids = [doc.id for doc in request.documents]
+    with_vectors = [doc.vector is not None for doc in request.documents]
+    if any(with_vectors) and not all(with_vectors):
+        first = with_vectors.index(not with_vectors[0])
+        raise HTTPException(422, f"documents[{first}].vector: give a vector for every document of a request or for none")
+    vectors = [doc.vector for doc in request.documents] if all(with_vectors) else None
+    if not request.upsert:
+        existing = [doc_id for doc_id in ids if doc_id in collection]
+        if existing:
+            shown = ", ".join(printable(doc_id, 60) for doc_id in existing[:3])
+            raise HTTPException(
+                409, f"documents: {len(existing)} document id(s) already exist ({shown}); "
+                "send upsert: true to replace them"
+            )
+    report = collection.upsert([doc.model_dump(exclude={"vector"}) for doc in request.documents], vectors=vectors)
+    return {"added": report.added, "updated": report.updated, "unchanged": report.unchanged,
+            "chunks": report.chunks}
+
+
+def path_id(doc_id: str) -> str:
+    """The id from the URL path; one that is not UTF-8 text is a 400 naming ``doc_id``."""
+    check_utf8(doc_id, "doc_id")
+    return doc_id

@@ -1,0 +1,154 @@
+"""Request and response bodies of the HTTP API (pydantic models, shown in the OpenAPI docs).
+
+Requests forbid unknown fields; every limit comes from ``app.server.limits``
+and a refused value is a 422 naming its field. The models carry no class
+docstrings on purpose: pydantic would publish them as the schemas'
+descriptions; fields say what they are with ``description``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from app.server.limits import (
+    MAX_DOCUMENTS,
+    MAX_EMBED_CHARS,
+    MAX_EMBED_TEXTS,
+    MAX_K,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_VECTOR_DIM,
+)
+from retriever.collection import Collection
+from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
+from retriever.unicode_policy import check_utf8
+
+SearchMode = Literal[Collection.SEARCH_MODES]  # type: ignore[valid-type]  # the modes the retriever has
+
+
+class Strict(BaseModel):
+    """A request body: unknown fields are refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SearchRequest(Strict):
+    query: str | None = Field(None, min_length=1, max_length=MAX_QUERY_CHARS, description="free text")
+    vector: list[float] | None = Field(
+        None, max_length=MAX_VECTOR_DIM,
+        description="a query embedding used instead of embedding `query` (dense, or hybrid with `query`)",
+    )
+    k: int = Field(10, ge=1, le=MAX_K, description="number of documents to return")
+    mode: SearchMode | None = Field(None, description="search mode; default: the collection's default")
+    where: dict[str, Any] | None = Field(
+        None, description='metadata filter, e.g. {"lang": "en", "year": {"$gte": 2020}}'
+    )
+    exact: bool = Field(False, description="exact vector search also in approximately indexed segments")
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        check_utf8(value, "query")
+        if not value.strip():
+            raise ValueError("query is blank")
+        return value
+
+    @model_validator(mode="after")
+    def _query_or_vector(self) -> "SearchRequest":
+        if self.query is None and self.vector is None:
+            raise ValueError("give a query text, a query vector, or both")
+        return self
+
+
+class HitOut(BaseModel):
+    id: str
+    score: float
+    title: str
+    text: str = Field(description="the best-matching chunk")
+    start: int = Field(description="character offset of the chunk in the document's text")
+    end: int
+    metadata: dict[str, Any]
+
+
+class SearchResponse(BaseModel):
+    hits: list[HitOut]
+
+
+class EmbedRequest(Strict):
+    texts: list[str] = Field(min_length=1, max_length=MAX_EMBED_TEXTS)
+    truncate: bool = Field(
+        False,
+        description="embed only the first window of texts longer than the model's window "
+        "(listed in 'truncated'); by default such a text is a 400 error",
+    )
+
+    @field_validator("texts")
+    @classmethod
+    def _text_lengths(cls, texts: list[str]) -> list[str]:
+        for i, text in enumerate(texts):
+            if len(text) > MAX_TEXT_CHARS:
+                raise ValueError(f"texts[{i}] has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,}")
+            check_utf8(text, f"texts[{i}]")
+        total = sum(map(len, texts))
+        if total > MAX_EMBED_CHARS:
+            raise ValueError(f"the texts hold {total:,} characters together; the limit is {MAX_EMBED_CHARS:,}")
+        return texts
+
+
+class EmbedResponse(BaseModel):
+    embeddings: list[list[float]]
+    dim: int
+    model: str
+    truncated: list[int] = Field(description="indices of texts longer than the window (only with truncate)")
+
+
+class DocumentIn(Strict):
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="no control characters")
+    text: str = Field(min_length=1)
+    title: str = Field("", max_length=10_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    vector: list[float] | None = Field(
+        None, max_length=MAX_VECTOR_DIM,
+        description="the document's embedding, computed elsewhere; the document is then one chunk",
+    )
+
+    @field_validator("id")
+    @classmethod
+    def _id_rules(cls, value: str) -> str:
+        check_id(value, "id")
+        return value
+
+    @field_validator("text", "title")
+    @classmethod
+    def _utf8(cls, value: str, info: ValidationInfo) -> str:
+        check_utf8(value, info.field_name or "text")
+        return value
+
+    @field_validator("metadata")
+    @classmethod
+    def _plain_metadata(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_metadata(value, "metadata")
+        return value
+
+
+class DocumentsRequest(Strict):
+    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS)
+    upsert: bool = Field(True, description="replace documents whose id exists; false: such ids are a 409")
+
+
+class WriteResponse(BaseModel):
+    added: list[str]
+    updated: list[str]
+    unchanged: list[str]
+    chunks: int
+
+
+class DocumentOut(BaseModel):
+    id: str
+    title: str
+    text: str
+    metadata: dict[str, Any]

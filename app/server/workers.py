@@ -1,0 +1,55 @@
+"""The worker processes of ``semsearch serve --workers N``: readiness marks and each worker's settings."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from app.server.limits import SERVE_ENV
+
+
+class WorkerGroup:
+    """The worker processes of one ``semsearch serve --workers N``, as any of them sees them.
+
+    Each worker marks itself ready, with a file named by its process id in
+    ``folder``, once its model is loaded and its searches are batched; a
+    worker still loading takes no connections yet.
+
+    Args:
+        folder: A folder the serving command made for this group (and removes).
+        size: Worker processes started.
+    """
+
+    def __init__(self, folder: str | os.PathLike, size: int) -> None:
+        self.folder = Path(folder)
+        self.size = size
+
+    def mark_ready(self) -> None:
+        """Mark this process ready."""
+        (self.folder / str(os.getpid())).touch()
+
+    def ready(self) -> int:
+        """Workers marked ready and still running (one that died and was replaced counts once its successor is)."""
+        count = 0
+        for mark in self.folder.glob("[0-9]*"):
+            try:
+                os.kill(int(mark.name), 0)
+            except (ProcessLookupError, ValueError):  # ended, or not a mark
+                continue
+            except PermissionError:  # running, under another user
+                pass
+            count += 1
+        return count
+
+
+def worker_settings(collection: str | os.PathLike, deadline_s: float, ready_dir: str, workers: int) -> str:
+    """The JSON that ``semsearch serve --workers N`` puts in ``$SEMSEARCH_SERVE`` for its workers."""
+    return json.dumps({"collection": str(Path(collection).resolve()), "deadline_s": deadline_s,
+                       "ready_dir": ready_dir, "workers": workers})
+
+
+def read_worker_settings() -> dict[str, Any]:
+    """``{"collection", "deadline_s", "ready_dir", "workers"}`` from ``$SEMSEARCH_SERVE``."""
+    return json.loads(os.environ[SERVE_ENV])

@@ -1,0 +1,134 @@
+"""A BEIR dataset as a collection: build or reuse one for the corpus, run the split's queries, score them.
+
+``semsearch eval``, the training recipes and ``benchmarks/quality.py`` all
+measure through ``evaluate``, so every quality figure comes from one code
+path. The metrics themselves live in ``retriever.evaluation``.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+import warnings
+from pathlib import Path
+
+from indexer.job import index_paths
+from retriever.collection import DEFAULT_MODE, Collection
+from retriever.encoding.embedder import Embedder, InputTooLongWarning
+from retriever.errors import FormatVersionError
+from retriever.evaluation import DEPTH, METRICS, BeirDataset, Run, evaluate_run, load_beir, run_queries
+from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.storage.manifest import MANIFEST
+from retriever.storage.upgrade import upgrade
+
+#: Where ``evaluate`` keeps a dataset's collection when given none (read at call time).
+EVAL_ROOT = Path("~/.cache/semsearch/eval").expanduser()
+
+
+def default_collection_dir(dataset_dir: Path, embedder: Embedder) -> Path:
+    """``~/.cache/semsearch/eval/<dataset>-<model weights hash>``."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", dataset_dir.resolve().name)
+    return EVAL_ROOT / f"{slug}-{embedder.weights_sha256[:12]}"
+
+
+def evaluate(
+    dataset_dir: str | Path,
+    *,
+    split: str = "test",
+    mode: str = DEFAULT_MODE,
+    model: str | None = None,
+    collection_dir: str | Path | None = None,
+    fusion: str = DEFAULT_FUSION,
+    alpha: float = DEFAULT_ALPHA,
+    progress: bool = True,
+) -> dict:
+    """Evaluate one mode on one dataset split.
+
+    The collection is built on first use and reused afterwards; a rerun
+    re-indexes only corpus records that changed (and prunes vanished ones).
+
+    Args:
+        dataset_dir: A BEIR dataset (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``).
+        split: The qrels split scored (default ``"test"``).
+        mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default ``DEFAULT_MODE``).
+        model: Model of a new collection (default: the packaged all-MiniLM-L6-v2).
+        collection_dir: The collection to build or reuse (default: ``default_collection_dir``).
+        fusion: Hybrid fusion, ``"convex"`` or ``"rrf"`` (default ``DEFAULT_FUSION``).
+        alpha: Dense weight of the convex fusion (default ``DEFAULT_ALPHA``).
+        progress: Show progress bars.
+
+    Returns:
+        ``{"dataset", "split", "mode", "model", "backend", "query_backend",
+        "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds"}``;
+        the backends are the run-time encoder's (passages indexed in this
+        run, and queries).
+
+    Raises:
+        BadInputError: the dataset is missing a file or is malformed.
+    """
+    started = time.perf_counter()
+    dataset = load_beir(dataset_dir, split)
+    with open_collection(dataset, collection_dir, model, progress) as collection:
+        index_paths(collection, [dataset.root], prune=True, progress=progress)
+        run = search_queries(collection, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress)
+        model_name = collection.manifest.model["name"]
+        encoder = collection.embedder.info()
+    scores = evaluate_run(run, dataset.qrels)
+    return {
+        "dataset": dataset.name,
+        "split": split,
+        "mode": mode,
+        "model": model_name,
+        "backend": encoder["backend"],
+        "query_backend": encoder["query_backend"],
+        **{metric: round(scores[metric], 4) for metric in METRICS},
+        "queries": len(dataset.queries),
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+
+
+def open_collection(
+    dataset: BeirDataset, collection_dir: str | Path | None, model: str | None, progress: bool
+) -> Collection:
+    """The collection of ``dataset``: ``collection_dir`` opened, or created (or upgraded) there or in the cache.
+
+    An existing ``collection_dir`` is opened with ``model`` (a different one
+    is refused); otherwise the collection is made with ``model``'s embedder,
+    under ``default_collection_dir`` when no directory is given. A cached
+    collection from an older semsearch is converted, its vectors kept.
+    """
+    if collection_dir is not None and (Path(collection_dir) / MANIFEST).exists():
+        return Collection.open(collection_dir, model)
+    embedder = Embedder(model)
+    target = Path(collection_dir) if collection_dir else default_collection_dir(dataset.root, embedder)
+    try:
+        return Collection.open_or_create(target, embedder)
+    except FormatVersionError:
+        upgrade(target, progress=progress)
+        return Collection.open(target, embedder)
+
+
+def search_queries(
+    collection: Collection, dataset: BeirDataset, *, mode: str, fusion: str, alpha: float, progress: bool
+) -> Run:
+    """The top ``DEPTH`` document ids of every query of ``dataset``, best first.
+
+    A query longer than the model's window is embedded by its first window
+    only; how many were is noted once on stderr.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InputTooLongWarning)
+        run = run_queries(
+            lambda text: [hit.id for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha)],
+            dataset.queries,
+            progress=progress,
+        )
+    long_queries = sum(issubclass(w.category, InputTooLongWarning) for w in caught)
+    if long_queries:
+        print(
+            f"semsearch: note: {long_queries} of {len(dataset.queries)} queries are longer than the model's "
+            "window; the dense side embedded only their first window",
+            file=sys.stderr,
+        )
+    return run
