@@ -7,6 +7,14 @@ Quick start::
     col.add([{"id": "1", "title": "Tea", "text": "Green tea is steamed..."}])
     for hit in col.search("how is green tea made", k=3):
         print(f"{hit.score:.3f} {hit.title}: {hit.text[:80]}")
+
+``Collection`` (``retriever.collection``) is the one facade; behind it three
+rooms follow the data: ``retriever.encoding`` (text to unit vectors),
+``retriever.storage`` (the collection directory: segments, catalog,
+generations, the writer) and ``retriever.search`` (rankings, fusion,
+filters, the searcher). ``retriever.validation`` checks every public
+argument once; ``documents``, ``errors``, ``deadline``, ``evaluation``,
+``jsonl`` and ``unicode_policy`` are shared by all three.
 """
 
 from retriever.encoding import threads as _threads

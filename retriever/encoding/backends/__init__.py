@@ -14,7 +14,10 @@ from typing import Protocol
 
 import numpy as np
 
+from retriever.encoding.backends.rows import normalize_rows
 from retriever.errors import BadInputError
+
+__all__ = ["Backend", "LOSSY", "SUPPORTED", "load", "normalize_rows", "parse"]
 
 RUNTIMES = ("torch", "onnx", "openvino")
 PRECISIONS = ("fp32", "bf16", "int8")
@@ -40,13 +43,6 @@ def parse(spec: str) -> str:
     if name not in SUPPORTED:
         raise BadInputError(f"unknown encoder backend {spec!r}; choose auto or one of {', '.join(SUPPORTED)}")
     return name
-
-
-def normalize_rows(vectors: np.ndarray) -> np.ndarray:
-    """float32 copy of ``vectors`` with rows scaled to L2 norm 1 (zero rows stay zero)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return np.ascontiguousarray(vectors / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
 def load(name: str, *, export=None, model=None, threads: int | None = None) -> Backend:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.encoding import threads as thread_settings
-from retriever.encoding.backends import normalize_rows
+from retriever.encoding.backends.rows import normalize_rows
 
 
 class OnnxBackend:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retriever.encoding.backends import normalize_rows
+from retriever.encoding.backends.rows import normalize_rows
 
 
 class TorchBackend:
