@@ -149,81 +149,78 @@ class _WaitLog(queue.Queue):
         return super().get(block, timeout)
 
 
+class _Held:
+    """A batch function that records each batch it gets and holds it until ``release`` is set.
+
+    ``submit_and_hold`` queues an item and returns once its batch is running,
+    so whatever is submitted next queues up behind it, however loaded the machine.
+    """
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, []
+        self.running, self.release = threading.Event(), threading.Event()
+
+    def __call__(self, items):
+        self.calls.append(list(items))
+        self.running.set()
+        assert self.release.wait(PATIENCE_S)
+        return self.fn(items)
+
+    def submit_and_hold(self, batcher: MicroBatcher, item):
+        self.running.clear()
+        self.release.clear()
+        future = batcher.submit(item)
+        assert self.running.wait(PATIENCE_S)
+        return future
+
+
 def test_concurrent_items_are_batched_and_answered_in_place():
-    calls: list[list[int]] = []
-    entered, release = threading.Event(), threading.Event()
-
-    def square(items: list[int]) -> list[int]:
-        calls.append(list(items))
-        entered.set()
-        assert release.wait(PATIENCE_S)  # hold the first batch so that the others queue up behind it
-        return [i * i for i in items]
-
+    square = _Held(lambda items: [i * i for i in items])
     batcher = MicroBatcher(square, max_batch=16, max_wait_s=0.001)
-    futures = [batcher.submit(0)]
-    assert entered.wait(PATIENCE_S)
+    futures = [square.submit_and_hold(batcher, 0)]
     futures += [batcher.submit(i) for i in range(1, 40)]
-    release.set()
+    square.release.set()
     assert [f.result(PATIENCE_S) for f in futures] == [i * i for i in range(40)]
-    assert calls == [[0], list(range(1, 17)), list(range(17, 33)), list(range(33, 40))]
+    assert square.calls == [[0], list(range(1, 17)), list(range(17, 33)), list(range(33, 40))]
 
 
 def test_an_error_reaches_every_caller_of_its_batch_and_the_next_batch_works():
-    entered, release = threading.Event(), threading.Event()
-
-    calls = []
-
-    def hold_first_then_fail_on_negative(items):
-        calls.append(list(items))
-        entered.set()
-        assert release.wait(PATIENCE_S)  # the items below queue up behind the first batch and run as one
+    def fail_on_negative(items):
         if any(i < 0 for i in items):
             raise ValueError("negative")
         return items
 
-    batcher = MicroBatcher(hold_first_then_fail_on_negative, max_wait_s=0.05)
-    first = batcher.submit(1)
-    assert entered.wait(PATIENCE_S)
-    bad = [batcher.submit(-1), batcher.submit(2)]
-    release.set()
+    held = _Held(fail_on_negative)
+    batcher = MicroBatcher(held, max_wait_s=0.05)
+    first = held.submit_and_hold(batcher, 1)
+    bad = [batcher.submit(-1), batcher.submit(2)]  # queued behind the first batch: they run as one
+    held.release.set()
     assert first.result(PATIENCE_S) == 1
     for future in bad:
         with pytest.raises(ValueError, match="negative"):
             future.result(PATIENCE_S)
     assert batcher(3, timeout=PATIENCE_S) == 3
-    assert calls == [[1], [-1, 2], [3]]
+    assert held.calls == [[1], [-1, 2], [3]]
 
 
 def test_a_lone_caller_does_not_wait_for_company_but_callers_that_came_together_do():
-    entered, release = threading.Event(), threading.Event()
-
-    calls = []
-
-    def plus_one(items):
-        calls.append(list(items))
-        entered.set()
-        assert release.wait(PATIENCE_S)
-        return [i + 1 for i in items]
-
+    plus_one = _Held(lambda items: [i + 1 for i in items])
     batcher = MicroBatcher(plus_one, max_wait_s=30)
     batcher._queue = log = _WaitLog()
-    release.set()
+    plus_one.release.set()
     assert [batcher(i, timeout=PATIENCE_S) for i in range(3)] == [1, 2, 3]
-    assert log.waits == [] and calls == [[0], [1], [2]]  # one call at a time: none waited
+    assert log.waits == [] and plus_one.calls == [[0], [1], [2]]  # one call at a time: none waited
 
-    release.clear()
-    entered.clear()
-    first = batcher.submit(10)
-    assert entered.wait(PATIENCE_S)
+    first = plus_one.submit_and_hold(batcher, 10)
     together = [batcher.submit(11), batcher.submit(12)]  # queued behind the first: one batch of two
-    release.set()
+    plus_one.release.set()
     assert [f.result(PATIENCE_S) for f in [first, *together]] == [11, 12, 13]
     assert log.waits == [30]  # the batch of two waited for more
     assert batcher(13, timeout=PATIENCE_S) == 14
     assert log.waits == [30, 30]  # and so did the next, while calls came together
     assert batcher(14, timeout=PATIENCE_S) == 15
     assert log.waits == [30, 30]  # alone again: no wait
-    assert calls[3:] == [[10], [11, 12], [13], [14]]
+    assert plus_one.calls[3:] == [[10], [11, 12], [13], [14]]
 
 
 def test_batched_embedder_gives_each_thread_its_own_vectors(tiny_model_dir, onnx_cache):
