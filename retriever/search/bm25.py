@@ -124,8 +124,14 @@ class Postings:
         return term_ids, self.rows.astype(np.int64), self.tf
 
 
+#: A segment as ``bm25_top`` takes it: ``(postings, doc_lengths, live, allowed)``.
+BM25Part = tuple[Postings, np.ndarray, np.ndarray | None, np.ndarray | None]
+#: One segment's postings of a query's terms: ``(rows, tf, term index)``.
+QueryPostings = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
 def bm25_top(
-    parts: Sequence[tuple[Postings, np.ndarray, np.ndarray | None, np.ndarray | None]],
+    parts: Sequence[BM25Part],
     query_terms: Sequence[str],
     k: int,
     k1: float = DEFAULT_K1,
@@ -158,8 +164,25 @@ def bm25_top(
     for term in query_terms:
         multiplicity[term] = multiplicity.get(term, 0) + 1
     terms = list(multiplicity)
-    # per part, the live postings of every query term at once, term after term
-    gathered: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None] = []
+    gathered, df = _live_query_postings(parts, terms)
+    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+    weight = np.asarray([multiplicity[t] for t in terms]) * idf
+    scores = [
+        None if postings_of_query is None else _part_scores(postings_of_query, part[1], weight, k1, b, avgdl)
+        for postings_of_query, part in zip(gathered, parts)
+    ]
+    return _best_of_parts(scores, [part[3] for part in parts], k)
+
+
+def _live_query_postings(parts: Sequence[BM25Part], terms: list[str]) -> tuple[list[QueryPostings | None], np.ndarray]:
+    """Per part, the live postings of every query term at once, term after term, and the terms' live ``df``.
+
+    Returns:
+        ``(gathered, df)``: per part its ``(rows, tf, term index)`` or ``None``
+        when no live document holds a term; ``df`` is ``(len(terms),)`` int64
+        over all parts.
+    """
+    gathered: list[QueryPostings | None] = []
     df = np.zeros(len(terms), dtype=np.int64)
     for postings, _, live, _ in parts:
         rows, tf, term_of = _query_postings(postings, terms)
@@ -168,25 +191,34 @@ def bm25_top(
             rows, tf, term_of = rows[keep], tf[keep], term_of[keep]
         df += np.bincount(term_of, minlength=len(terms))
         gathered.append((rows, tf, term_of) if len(rows) else None)
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-    weight = np.asarray([multiplicity[t] for t in terms]) * idf
-    scores = [None] * len(parts)
-    for i, postings_of_query in enumerate(gathered):
-        if postings_of_query is None:
-            continue
-        rows, tf, term_of = postings_of_query
-        lengths = parts[i][1]
-        norm = k1 * (1 - b + b * lengths[rows] / avgdl)
-        scores[i] = np.zeros(len(lengths), dtype=np.float32)
-        # unbuffered and in posting order: float32 sums as adding term by term gives
-        np.add.at(scores[i], rows, (weight[term_of] * tf / (tf + norm)).astype(np.float32))
+    return gathered, df
+
+
+def _part_scores(
+    postings_of_query: QueryPostings, lengths: np.ndarray, weight: np.ndarray, k1: float, b: float, avgdl: float
+) -> np.ndarray:
+    """BM25 of every row of one part, float32 ``(len(lengths),)``; 0 where no query term occurs.
+
+    ``weight`` is ``(terms,)``: each term's idf times its count in the query.
+    """
+    rows, tf, term_of = postings_of_query
+    norm = k1 * (1 - b + b * lengths[rows] / avgdl)
+    scores = np.zeros(len(lengths), dtype=np.float32)
+    # unbuffered and in posting order: float32 sums as adding term by term gives
+    np.add.at(scores, rows, (weight[term_of] * tf / (tf + norm)).astype(np.float32))
+    return scores
+
+
+def _best_of_parts(
+    scores: list[np.ndarray | None], allowed: list[np.ndarray | None], k: int
+) -> list[tuple[int, int, float]]:
+    """The ``k`` best ``(part index, row, score)`` with score > 0 over the parts' ``scores``, ``allowed`` rows only."""
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # score, part, row
     for i, part_scores in enumerate(scores):
         if part_scores is None:
             continue
-        allowed = parts[i][3]
-        if allowed is not None:
-            part_scores = np.where(allowed, part_scores, 0.0)
+        if allowed[i] is not None:
+            part_scores = np.where(allowed[i], part_scores, 0.0)
         rows = np.flatnonzero(part_scores > 0)
         if len(rows) > k:
             rows = np.sort(rows[np.argpartition(-part_scores[rows], k - 1)[:k]])

@@ -222,18 +222,6 @@ def test_blobs_of_earlier_cache_layouts_are_removed_and_current_ones_kept(tiny_m
     assert len(list((cache / "fp32" / DYNAMIC_CACHE).glob("*.blob"))) == 2  # the dynamic graph cached in its folder
 
 
-def test_min_cosine_counts_a_nan_vector_as_no_match():
-    unit = np.eye(2, dtype=np.float32)
-    assert choice.min_cosine(unit, unit) == pytest.approx(1.0)
-    assert choice.min_cosine(np.array([[1.0, 0.0], [np.nan, np.nan]], dtype=np.float32), unit) == -1.0
-
-
-def test_describe_cpu_names_model_cores_and_flags_or_says_none_matter():
-    info = {"model": "Example CPU", "cores": 2, "flags": ["avx2", "avx512_bf16"]}
-    assert choice.describe_cpu(info) == "Example CPU, 2 cores available, flags avx2 avx512_bf16"
-    assert choice.describe_cpu(info | {"flags": []}).endswith("flags (none of interest)")
-
-
 def test_auto_checks_single_queries_as_well_as_passages(tiny_embedder):
     """A candidate whose single-query path (other graphs than passage batches) goes wrong is not kept."""
 

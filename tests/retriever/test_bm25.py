@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.search.bm25 import Analyzer
+from retriever.search.bm25 import Analyzer, Postings, bm25_top
 from retriever.search.bm25_matrix import BM25Index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,3 +113,48 @@ def test_save_and_load_round_trip(analyzer, tmp_path):
     terms = analyzer("tee tea coffee")
     assert loaded.top(terms, 10) == index.top(terms, 10)
     assert [p.name for p in tmp_path.iterdir()] == ["bm25.npz"]
+
+
+MORE_DOCS = {
+    **DOCS,
+    "delta": "The delta of a river is where the river meets the sea and slows down.",
+    "roast": "Dark roast coffee beans, light roast coffee beans: roasting decides the taste.",
+    "green": "Green tea, white tea and black tea come from one plant.",
+    "sea": "The sea is salty; rivers bring fresh water into the sea.",
+}
+
+
+def segment_postings(analyzer, texts: list[str]) -> tuple[Postings, np.ndarray]:
+    """One segment's ``(postings, doc_lengths)`` of ``texts``, a row each."""
+    tokens = [analyzer(text) for text in texts]
+    terms = sorted({t for doc in tokens for t in doc})
+    term_id = {t: i for i, t in enumerate(terms)}
+    term_ids = np.asarray([term_id[t] for doc in tokens for t in doc], dtype=np.int64)
+    rows = np.asarray([row for row, doc in enumerate(tokens) for _ in doc], dtype=np.int64)
+    return Postings.from_pairs(terms, term_ids, rows, None), np.asarray([len(d) for d in tokens], np.float32)
+
+
+@pytest.mark.parametrize("query", ["tea", "coffee roasting beans", "rivers sea delta", "tea tea coffee", "zebra"])
+def test_bm25_top_over_segments_equals_one_index_of_the_live_documents(analyzer, query):
+    """Deleted rows leave the statistics and the results, filtered rows the results only."""
+    ids = list(MORE_DOCS)
+    segments = [ids[0:3], ids[3:5], ids[5:8]]
+    deleted = {"coffee", "delta"}
+    allowed = set(ids) - {"green"}
+    parts = []
+    for segment in segments:
+        postings, lengths = segment_postings(analyzer, [MORE_DOCS[i] for i in segment])
+        live = np.asarray([i not in deleted for i in segment])
+        parts.append((postings, lengths, live, np.asarray([i in allowed for i in segment])))
+    live_ids = [i for i in ids if i not in deleted]
+    totals = (len(live_ids), float(sum(len(analyzer(MORE_DOCS[i])) for i in live_ids)))
+    reference = build(analyzer, {i: MORE_DOCS[i] for i in live_ids})
+    terms = analyzer(query)
+    for k in (2, 10):
+        top = bm25_top(parts, terms, k, 0.9, 0.4, totals=totals)
+        expected = reference.top(terms, k, allowed=allowed)
+        assert [segments[part][row] for part, row, _ in top] == [doc_id for doc_id, _ in expected]
+        np.testing.assert_allclose([s for *_, s in top], [s for _, s in expected], rtol=1e-6)
+    unfiltered = bm25_top([(p, n, live, None) for p, n, live, _ in parts], terms, 10, totals=totals)
+    assert [segments[part][row] for part, row, _ in unfiltered] == [d for d, _ in reference.top(terms, 10)]
+    assert bm25_top(parts, terms, 10, totals=(0, 0.0)) == []

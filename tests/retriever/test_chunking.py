@@ -177,9 +177,20 @@ def test_invalid_window_or_overlap_raises(tiny_embedder, window, overlap):
         Chunker(tiny_embedder.tokenizer, window, overlap)
 
 
-def test_valid_edge_settings(tiny_embedder):
-    Chunker(tiny_embedder.tokenizer, 8, 3)
-    Chunker(tiny_embedder.tokenizer, 24, 11)
+@pytest.mark.parametrize("window, overlap", [(8, 0), (8, 3), (24, 11)])
+def test_valid_edge_settings(tiny_embedder, window, overlap):
+    """The smallest window and the largest overlap allowed are kept as given and chunk as they say."""
+    chunker = Chunker(tiny_embedder.tokenizer, window, overlap, title_prefix=False)
+    assert chunker.settings() == {"window_tokens": window, "overlap_tokens": overlap, "title_prefix": False}
+    doc = Document("d", " ".join(["tea"] * 60))  # one token per word: windows of exactly ``window`` tokens
+    assert len(tiny_embedder.tokenizer("tea", add_special_tokens=False)["input_ids"]) == 1
+    chunks = chunker.split(doc)
+    check_chunks(tiny_embedder, chunker, doc, chunks)
+    words = [len(doc.text[c.start : c.end].split()) for c in chunks]
+    assert words[:-1] == [window] * (len(chunks) - 1) and 0 < words[-1] <= window
+    shared = [len(doc.text[b.start : a.end].split()) if b.start < a.end else 0 for a, b in zip(chunks, chunks[1:])]
+    assert shared == [overlap] * (len(chunks) - 1)
+    assert len(chunks) == -(-(60 - overlap) // (window - overlap))  # each step moves window - overlap words
 
 
 def test_slow_tokenizer_is_refused(tiny_embedder):

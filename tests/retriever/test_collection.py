@@ -16,6 +16,7 @@ from retriever import (
     Embedder,
     ModelMismatchError,
 )
+from retriever.search.searcher import HYBRID_DEPTH
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
 from retriever.storage.segment import SEGMENTS_DIR, deletion_file
 
@@ -59,6 +60,39 @@ def snapshot(col: Collection):
         {i: (d.text, d.title, d.metadata) for i in col.ids() for d in [col.get(i)]},
         live_keys(col),
     )
+
+
+def min_max(hits) -> dict[str, float]:
+    """Hit scores scaled to [0, 1] by id (all 1.0 when they are equal)."""
+    scores = {h.id: h.score for h in hits}
+    low, high = min(scores.values(), default=0.0), max(scores.values(), default=0.0)
+    return {i: 1.0 if high == low else (s - low) / (high - low) for i, s in scores.items()}
+
+
+def expected_fusion(col: Collection, query: str, fusion: str = "convex", alpha: float = 0.6) -> dict[str, float]:
+    """The fused score of every document, from the dense and the bm25 rankings of ``query`` as searched alone.
+
+    Convex: ``alpha * minmax(dense) + (1 - alpha) * minmax(bm25)``, a side that
+    misses a document giving it 0; rrf: ``sum of 1 / (60 + rank)``, ranks from 1.
+    """
+    dense = col.search(query, k=HYBRID_DEPTH, mode="dense")
+    sparse = col.search(query, k=HYBRID_DEPTH, mode="bm25")
+    ids = {h.id for h in dense} | {h.id for h in sparse}
+    if fusion == "rrf":
+        ranks = [{h.id: r for r, h in enumerate(side, start=1)} for side in (dense, sparse)]
+        return {i: sum(1.0 / (60 + side[i]) for side in ranks if i in side) for i in ids}
+    d, b = min_max(dense), min_max(sparse)
+    return {i: alpha * d.get(i, 0.0) + (1 - alpha) * b.get(i, 0.0) for i in ids}
+
+
+def assert_fused(hits, expected: dict[str, float], k: int) -> None:
+    """``hits`` are the ``k`` best of ``expected``, by descending score, each with its expected score."""
+    assert len(hits) == min(k, len(expected))
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for hit in hits:
+        assert hit.score == pytest.approx(expected[hit.id], abs=1e-12), hit.id
+    shown = {h.id for h in hits}
+    assert all(score <= hits[-1].score + 1e-12 for i, score in expected.items() if i not in shown)
 
 
 @pytest.fixture
@@ -301,19 +335,34 @@ def test_search_returns_one_hit_per_document_with_offsets(tmp_path, tiny_embedde
     ]
     col.add(docs)
     assert col.catalog.counts()[1] > 3 * len(docs)
-    hits = col.search(words(8), k=10)
+    hits = col.search(words(8), k=10)  # hybrid, convex with alpha 0.6
     assert len(hits) == len(docs)
+    assert_fused(hits, expected_fusion(col, words(8)), k=10)
     assert len({h.id for h in hits}) == len(hits)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     for hit in hits:
         doc = col.get(hit.id)
         assert doc.text[hit.start : hit.end] == hit.text
         assert hit.title == doc.title and hit.metadata == doc.metadata
-        assert -1.001 <= hit.score <= 1.001
         assert set(hit.to_dict()) == {"id", "score", "title", "text", "start", "end", "metadata"}
     assert len(col.search(words(8), k=3)) == 3
     top = col.search(words(8), k=1)[0]
     assert top.id == hits[0].id and top.score == pytest.approx(hits[0].score)
+
+
+
+@pytest.mark.parametrize("fusion, alpha", [("convex", 0.6), ("convex", 0.25), ("convex", 1.0), ("rrf", 0.6)])
+def test_hybrid_scores_are_the_fusion_of_the_dense_and_bm25_rankings(tmp_path, tiny_embedder, fusion, alpha):
+    col = Collection.create(tmp_path / "col", tiny_embedder, window_tokens=16, overlap_tokens=4)
+    col.add([{"id": f"doc{i}", "text": words(20 + 9 * i, 3 * i)} for i in range(8)])
+    col.add([{"id": "nothing-in-common", "text": "zebra quantum violin"}, {"id": "tea", "text": "tea"}])
+    query = "tea rivers flow into the sea"
+    assert "nothing-in-common" not in {h.id for h in col.search(query, k=20, mode="bm25")}
+    expected = expected_fusion(col, query, fusion, alpha)
+    assert "nothing-in-common" in expected  # found by the dense side alone
+    for k in (3, 20):
+        assert_fused(col.search(query, k=k, fusion=fusion, alpha=alpha), expected, k)
+    col.close()
 
 
 def test_filtered_search_returns_k_hits_even_when_matches_are_least_similar(col):

@@ -110,14 +110,38 @@ def test_overlong_input_counts_every_offender(tiny_embedder):
         tiny_embedder.embed(["tea", long, longer])
 
 
-def test_input_exactly_at_the_window_does_not_warn(tiny_embedder):
-    text = _long_text(tiny_embedder, tiny_embedder.max_tokens)
-    while tiny_embedder.count_tokens([text])[0] > tiny_embedder.max_tokens:
-        text = text.rsplit(" ", 1)[0]
+def _text_of_tokens(embedder: Embedder, tokens: int) -> str:
+    """Plain text of exactly ``tokens`` tokens, special tokens included, one token per word."""
+    words = "rivers flow into the sea and mountains rise above the clouds".split()
+    assert all(len(embedder.tokenizer(w, add_special_tokens=False)["input_ids"]) == 1 for w in words)
+    text = " ".join(words[i % len(words)] for i in range(tokens - 2))
+    assert embedder.count_tokens([text])[0] == tokens
+    return text
+
+
+@pytest.mark.parametrize("which", ["tiny_embedder", "minilm"])
+def test_input_exactly_at_the_window_is_whole_and_one_token_more_is_cut(request, which):
+    """At ``max_tokens`` (special tokens included): no warning, every token embedded; one more: a warning, a cut."""
+    embedder = request.getfixturevalue(which)
+    window = embedder.max_tokens
+    at_window = _text_of_tokens(embedder, window)
     with warnings.catch_warnings():
         warnings.simplefilter("error", InputTooLongWarning)
-        tiny_embedder.embed([text])
-        tiny_embedder.embed([text], on_overflow="error")
+        vector = embedder.embed([at_window])
+        np.testing.assert_array_equal(embedder.embed([at_window], on_overflow="error"), vector)
+    # no cut: the vector is that of all the text's tokens, and the last one counts
+    content = embedder.tokenizer(at_window, add_special_tokens=False)["input_ids"]
+    assert len(content) == window - 2
+    np.testing.assert_allclose(vector, embedder.embed_token_ids([content]), atol=1e-6)
+    assert not np.allclose(vector, embedder.embed_token_ids([content[:-1]]), atol=1e-4)
+
+    above = at_window + " sea"
+    assert embedder.count_tokens([above])[0] == window + 1
+    with pytest.warns(InputTooLongWarning, match=f"window of {window} tokens .*{window + 1} tokens"):
+        cut = embedder.embed([above])
+    np.testing.assert_allclose(cut, vector, atol=1e-6)  # cut back to the window: the last word dropped
+    with pytest.raises(BadInputError, match=f"{window + 1} tokens"):
+        embedder.embed([above], on_overflow="error")
 
 
 def test_overflow_error_mode_raises(tiny_embedder):

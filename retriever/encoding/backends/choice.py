@@ -118,6 +118,10 @@ def min_cosine(vectors: np.ndarray, reference: np.ndarray) -> float:
     return -1.0 if np.isnan(smallest) else smallest
 
 
+#: ``encode(backend, texts)`` -> ``(len(texts), dim)`` unit vectors.
+Encode = Callable[[object, list[str]], np.ndarray]
+
+
 def measure(
     names: Sequence[str],
     open_backend: Callable[[str], object],
@@ -141,8 +145,37 @@ def measure(
         ``{"backend": passage winner, "query_backend": query winner, "measured":
         {name: {"passages_s", "query_s", "min_cosine"} or {"error"}}}``.
     """
-    words = SAMPLE_TEXT.split() * 2  # about 190 tokens: near the length of an indexed chunk
-    texts = [" ".join(words[i % len(words) :] + words[: i % len(words)]) for i in range(passages)]
+    texts = _sample_passages(passages)
+    opened, measured = _open_and_check_passages(names, open_backend, encode, texts)
+    _time_passages(opened, measured, encode, texts, repeats)
+    _check_queries(opened, measured, encode)
+    _time_queries(opened, measured, encode, repeats)
+    return _winners(names, measured)
+
+
+def _sample_passages(n: int) -> list[str]:
+    """``n`` passages of about 190 tokens, near the length of an indexed chunk.
+
+    Each is ``SAMPLE_TEXT`` twice over, starting one word later than the one before.
+    """
+    words = SAMPLE_TEXT.split() * 2
+    return [" ".join(words[i % len(words) :] + words[: i % len(words)]) for i in range(n)]
+
+
+def _failure(exc: Exception) -> dict:
+    """A candidate's figures when its runtime failed: the error, shortened."""
+    return {"error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def _open_and_check_passages(
+    names: Sequence[str], open_backend: Callable[[str], object], encode: Encode, texts: list[str]
+) -> tuple[dict[str, object], dict[str, dict]]:
+    """Open each backend and encode ``texts`` once (also the warm-up); the first that works is the reference.
+
+    Returns:
+        ``(opened, measured)``: the backends that worked, by name, and per
+        name ``{"passages_s": inf, "min_cosine"}`` or ``{"error"}``.
+    """
     reference = None
     measured: dict[str, dict] = {}
     opened: dict[str, object] = {}
@@ -151,31 +184,50 @@ def measure(
             backend = open_backend(name)
             vectors = encode(backend, texts)  # also the warm-up
         except Exception as exc:  # noqa: BLE001 - a runtime that fails here is not a candidate
-            measured[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            measured[name] = _failure(exc)
             continue
         if reference is None:
             reference = vectors
         opened[name] = backend
         measured[name] = {"passages_s": float("inf"), "min_cosine": round(min_cosine(vectors, reference), 8)}
+    return opened, measured
+
+
+def _time_passages(
+    opened: dict[str, object], measured: dict[str, dict], encode: Encode, texts: list[str], repeats: int
+) -> None:
+    """Set each backend's ``passages_s``: its fastest of ``repeats`` encodes of ``texts``."""
     for _ in range(repeats):  # rounds over all candidates, so a burst of other load hits them alike
         for name, backend in opened.items():
             start = time.perf_counter()
             encode(backend, texts)
             figures = measured[name]
             figures["passages_s"] = round(min(figures["passages_s"], time.perf_counter() - start), 6)
-    query_times: dict[str, list[float]] = {name: [] for name in opened}
+
+
+def _check_queries(opened: dict[str, object], measured: dict[str, dict], encode: Encode) -> None:
+    """Lower each backend's ``min_cosine`` by its single-query vectors; a backend that fails is dropped from ``opened``.
+
+    Untimed: a runtime may compile a graph for a new shape. The first backend
+    that encodes the queries is their reference.
+    """
     reference_queries = None
-    for name, backend in list(opened.items()):  # untimed: a runtime may compile a graph for a new shape
+    for name, backend in list(opened.items()):
         try:  # single queries may run on other graphs than passage batches (fixed shapes): checked too
             vectors = np.concatenate([encode(backend, [query]) for query in SAMPLE_QUERIES])
-        except Exception as exc:  # noqa: BLE001 - as above
-            measured[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
-            del opened[name], query_times[name]
+        except Exception as exc:  # noqa: BLE001 - as in _open_and_check_passages
+            measured[name] = _failure(exc)
+            del opened[name]
             continue
         if reference_queries is None:
             reference_queries = vectors
         figures = measured[name]
         figures["min_cosine"] = round(min(figures["min_cosine"], min_cosine(vectors, reference_queries)), 8)
+
+
+def _time_queries(opened: dict[str, object], measured: dict[str, dict], encode: Encode, repeats: int) -> None:
+    """Set each backend's ``query_s``: its median time for one query, over ``3 * repeats`` rounds of every query."""
+    query_times: dict[str, list[float]] = {name: [] for name in opened}
     for _ in range(repeats * 3):  # each query by every candidate in turn: bursts of load hit them alike
         for query in SAMPLE_QUERIES:
             for name, backend in opened.items():
@@ -184,6 +236,14 @@ def measure(
                 query_times[name].append(time.perf_counter() - start)
     for name, times in query_times.items():
         measured[name]["query_s"] = round(float(np.median(times)), 6)
+
+
+def _winners(names: Sequence[str], measured: dict[str, dict]) -> dict:
+    """The decision: the fastest faithful passage encoder, and the fastest faithful one without torch for queries.
+
+    Without a faithful candidate passages go to ``names[0]``; without a
+    torch-free one queries go to the passage winner.
+    """
     faithful = [n for n, m in measured.items() if "min_cosine" in m and m["min_cosine"] >= MIN_COSINE]
     winner = min(faithful, key=lambda n: measured[n]["passages_s"]) if faithful else names[0]
     torch_free = [n for n in faithful if not n.startswith("torch")]
