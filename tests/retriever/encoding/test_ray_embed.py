@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import TINY_CORPUS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TEXTS = [line.strip() for line in TINY_CORPUS.replace(". ", ".\n").splitlines() if line.strip()]
 TEXTS += ["", "tea " * 200]  # an empty text, and one longer than the tiny model's window
 

@@ -17,7 +17,7 @@ import pytest
 from retriever import Collection, SemsearchError
 from retriever.storage.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = [
     {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 30,
      "metadata": {"lang": "en", "year": 2021, "tags": {"kind": "drink"}}},

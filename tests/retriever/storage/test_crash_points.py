@@ -17,7 +17,7 @@ from retriever import Collection
 from retriever.storage.merging import MergePolicy
 from retriever.storage.segment import SEGMENTS_DIR
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FIRST = [{"id": f"d{i}", "text": f"tea rivers note {i} " * (1 + i % 3), "metadata": {"n": i}} for i in range(12)]
 SECOND = [{**d, "text": d["text"] + " revised"} for d in FIRST[:5]] + [
     {"id": f"e{i}", "text": f"coffee snow peaks {i}", "metadata": {"n": 100 + i}} for i in range(5)

@@ -14,7 +14,7 @@ import pytest
 from retriever.search.bm25 import Analyzer, Postings, bm25_top
 from retriever.search.bm25_matrix import BM25Index
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 DOCS = {
     "tea": "Green tea is steamed right after picking; black tea is fully oxidised.",

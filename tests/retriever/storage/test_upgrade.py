@@ -19,7 +19,7 @@ from retriever.storage.manifest import MANIFEST
 from retriever.storage.segment import SEGMENTS_DIR
 from retriever.storage.upgrade import upgrade
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = [
     ("tea", "Tea", "Green tea is steamed after picking and then rolled.", {"lang": "en", "year": 2021}),
     ("coffee", "", "Coffee beans are roasted at a high temperature.", {"lang": "en"}),
