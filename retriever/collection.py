@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -50,6 +50,7 @@ __all__ = ["Collection", "WriteReport", "DEFAULT_MODE"]
 
 DEFAULT_OVERLAP = 32
 DEFAULT_MODE = "hybrid"
+Vectors = Union[np.ndarray, Sequence[Sequence[float]]]  # (documents, dim) embeddings computed elsewhere
 BM25_SETTINGS = {"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"}
 
 
@@ -307,7 +308,7 @@ class Collection:
         where: dict[str, Any] | None = None,
         mode: str = DEFAULT_MODE,
         *,
-        vector: Sequence[float] | np.ndarray | None = None,
+        vector: np.ndarray | Sequence[float] | None = None,
         fusion: str = DEFAULT_FUSION,
         alpha: float = DEFAULT_ALPHA,
         exact: bool = False,
@@ -397,7 +398,7 @@ class Collection:
         docs = validation.check_documents(documents)
         return classify(docs, self.catalog.lookup([d.id for d in docs]))
 
-    def add(self, documents: Iterable[Document | dict[str, Any]], vectors=None) -> WriteReport:
+    def add(self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None) -> WriteReport:
         """Insert new documents; an id that already exists is an error (use ``upsert``).
 
         Args:
@@ -422,7 +423,7 @@ class Collection:
             )
         return self.upsert(docs, vectors=vectors)
 
-    def upsert(self, documents: Iterable[Document | dict[str, Any]], vectors=None) -> WriteReport:
+    def upsert(self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None) -> WriteReport:
         """Insert or replace documents, in one atomic commit.
 
         Unchanged documents (same content hash) cost nothing; changed ones
@@ -454,7 +455,9 @@ class Collection:
             remove_folders(staged)
         return WriteReport.of([doc.id for doc in docs], kinds, chunks)
 
-    def prepare(self, documents: Iterable[Document | dict[str, Any]], vectors=None, *, owner: str | None = None) -> Path:
+    def prepare(
+        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None, *, owner: str | None = None
+    ) -> Path:
         """Chunk, embed and write documents as a staged segment, without committing.
 
         The part of a write that costs: a scale-out worker runs it anywhere the
@@ -538,7 +541,7 @@ class Collection:
             "bytes_after": size_on_disk(self.root),
         }
 
-    def _embed_fn(self, docs: list[Document], vectors: Any) -> EmbedFn:
+    def _embed_fn(self, docs: list[Document], vectors: Vectors | None) -> EmbedFn:
         """How this write turns documents into chunks: the model's, or ``vectors`` given for ``docs``."""
         if vectors is None:
             return lambda some: embed_documents(some, self.chunker, self.embedder)

@@ -204,6 +204,14 @@ class Embedder:
         take turns (OpenVINO, AMX), concurrent calls where they share the
         cores well (ONNX Runtime on AVX2). ``decision["query_batching"]``
         holds the choice and the rates. ``when="always"`` batches unmeasured.
+
+        Args:
+            max_batch: Most calls encoded together (default 64).
+            max_wait_s: Seconds a batch waits for company after its first call (default 0.002).
+            when: ``"faster"`` (measure both ways, keep the faster) or ``"always"``.
+
+        Raises:
+            BadInputError: ``when`` is neither.
         """
         from retriever.encoding.batching import BatchedBackend, call_overhead_tokens, concurrent_rates
 
@@ -262,8 +270,12 @@ class Embedder:
         return {**self.decision, "backend": self.backend, "query_backend": self.query_backend, "threads": self.threads}
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:
-        """Token counts including the special tokens the model adds."""
-        return self._tokens.count(list(texts))
+        """Token counts of ``texts``, including the special tokens the model adds.
+
+        Raises:
+            BadInputError: A text is not a string or not UTF-8.
+        """
+        return self._tokens.count(validation.check_texts(texts))
 
     def embed(
         self,
@@ -320,6 +332,10 @@ class Embedder:
 
         Returns:
             float32 array of shape ``(len(token_ids), dim)``, rows of L2 norm 1.
+
+        Raises:
+            BadInputError: A text is longer than the window.
+            DeadlineExceededError: Run under ``retriever.deadline`` and past it.
         """
         framed = [self._tokens.with_special_tokens(ids) for ids in token_ids]
         longest = max((len(ids) for ids in framed), default=0)
