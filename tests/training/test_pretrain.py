@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 
 from tests.training.conftest import TINY
 from training.fill import fill_mask
-from training.pretrain import PretrainConfig, latest_checkpoint, pretrain
+from training.checkpoints import latest_checkpoint
+from training.pretrain import PretrainConfig, pretrain
 
 
 def _config(corpus_dir, tokenizer_dir, out: Path, **overrides) -> PretrainConfig:
