@@ -14,11 +14,11 @@ from tests.training.conftest import QUERIES, SENTENCES
 from training.contrastive import (
     ContrastiveConfig,
     Pair,
-    _load_dev,
     beir_pairs,
     contrastive_train,
     crop_pairs,
     evaluate_dev,
+    load_dev,
     load_mean_pooling_model,
     no_duplicate_batches,
     read_corpus,
@@ -186,7 +186,7 @@ def test_dev_records_ndcg_and_keeps_the_best(tiny_model_dir, beir_dir, tmp_path)
     assert scores[summary["best_step"]] == summary["best_dev_ndcg"]
     saved = [r["step"] for r in log if r.get("saved")]
     assert saved[0] == 2 and saved[-1] == summary["best_step"]
-    assert evaluate_dev(load_mean_pooling_model(out), _load_dev(config)) == pytest.approx(summary["best_dev_ndcg"])
+    assert evaluate_dev(load_mean_pooling_model(out), load_dev(config.dev, config.dev_split)) == pytest.approx(summary["best_dev_ndcg"])
 
 
 # -- CLI ------------------------------------------------------------------------
