@@ -44,23 +44,31 @@ def evaluate_dev(model, dev: DevSet) -> float:
     """nDCG@10 of dense search with ``model`` (a ``SentenceTransformer``) over the dev corpus.
 
     The model is saved to a temporary directory and scored through a fresh
-    temporary collection; its training mode is left as it was.
+    temporary collection. Its training mode and torch's thread count (which
+    the ``Embedder`` sets for itself) are left as they were, so training after
+    an evaluation computes as it would without one (and a resumed run as an
+    uninterrupted one).
     """
     import warnings
+
+    import torch
 
     from retriever import Collection, Embedder
     from retriever.evaluation import DEPTH, evaluate_run, run_queries
 
-    was_training = model.training
-    with tempfile.TemporaryDirectory(prefix="semsearch-dev-") as tmp:
-        model.save(str(Path(tmp) / "model"))
-        # torch: a checkpoint is scored once, so exporting and timing other backends would not pay
-        embedder = Embedder(Path(tmp) / "model", device=str(model.device), backend="torch")
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            with Collection.create(Path(tmp) / "collection", embedder) as collection:
-                collection.upsert(dev.documents)
-                run = run_queries(lambda q: [h.id for h in collection.search(q, k=DEPTH, mode="dense")],
-                                  dev.dataset.queries, progress=False)
-    model.train(was_training)
+    was_training, threads = model.training, torch.get_num_threads()
+    try:
+        with tempfile.TemporaryDirectory(prefix="semsearch-dev-") as tmp:
+            model.save(str(Path(tmp) / "model"))
+            # torch: a checkpoint is scored once, so exporting and timing other backends would not pay
+            embedder = Embedder(Path(tmp) / "model", device=str(model.device), backend="torch")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with Collection.create(Path(tmp) / "collection", embedder) as collection:
+                    collection.upsert(dev.documents)
+                    run = run_queries(lambda q: [h.id for h in collection.search(q, k=DEPTH, mode="dense")],
+                                      dev.dataset.queries, progress=False)
+    finally:
+        model.train(was_training)
+        torch.set_num_threads(threads)
     return evaluate_run(run, dev.dataset.qrels)["ndcg@10"]
