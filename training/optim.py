@@ -33,7 +33,8 @@ def param_groups(model: torch.nn.Module, weight_decay: float, *, trainable_only:
 
 
 def make_optimizer(model: torch.nn.Module, *, lr: float, weight_decay: float, warmup_ratio: float, total: int):
-    """``(optimizer, scheduler)``: AdamW at peak ``lr``, warming up for ``int(warmup_ratio * total)`` of ``total`` steps."""
+    """``(optimizer, scheduler)``: AdamW at peak ``lr``; linear warmup for ``int(warmup_ratio * total)`` steps,
+    then linear decay to 0 at step ``total``."""
     from transformers import get_linear_schedule_with_warmup
 
     optimizer = torch.optim.AdamW(param_groups(model, weight_decay), lr=lr)

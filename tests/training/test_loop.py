@@ -8,21 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.training.conftest import Stop, stop_at
 from training.checkpoints import latest_checkpoint, read_trainer_state
 from training.loop import LOG, Schedule, Stage, open_run, train_loop
 from training.optim import load_optimizer_state, make_optimizer, param_groups
-
-
-class _Stop(Exception):
-    pass
-
-
-def _stop_at(step: int):
-    def callback(record: dict) -> None:
-        if record["step"] == step:
-            raise _Stop
-
-    return callback
 
 
 def _log(out: Path) -> list[dict]:
@@ -100,8 +89,8 @@ def test_a_resumed_stage_logs_each_step_once_and_ends_where_an_uninterrupted_one
     stage, outcome = _train_toy(full)
     assert stage.micro_steps == list(range(14)) and stage.finished == 1  # grad_accum 2: micro-batches 0..13
     assert outcome.step == 7 and outcome.record == _log(full)[-1] and outcome.seconds >= outcome.record["seconds"]
-    with pytest.raises(_Stop):  # killed after step 5 was logged; the last checkpoint is step 3's
-        _train_toy(split, callback=_stop_at(5))
+    with pytest.raises(Stop):  # killed after step 5 was logged; the last checkpoint is step 3's
+        _train_toy(split, callback=stop_at(5))
     assert latest_checkpoint(split).name == "step-3" and [r["step"] for r in _log(split)] == [1, 2, 3, 4, 5]
 
     steps: list[int] = []
@@ -111,7 +100,8 @@ def test_a_resumed_stage_logs_each_step_once_and_ends_where_an_uninterrupted_one
     assert [r["step"] for r in log] == list(range(1, 8))
     without_time = [{k: v for k, v in r.items() if k not in ("seconds", "micro_steps")} for r in log]
     assert without_time == [{k: v for k, v in r.items() if k not in ("seconds", "micro_steps")} for r in _log(full)]
-    assert [list(r) for r in log if r["step"] in (1, 3, 5)] == [["step", "train_loss", "lr", "micro_steps", "seconds"]] * 3
+    keys = ["step", "train_loss", "lr", "micro_steps", "seconds"]
+    assert [list(r) for r in log if r["step"] in (1, 3, 5)] == [keys] * 3
     assert [r["step"] for r in log if "eval" in r] == [2, 4, 6, 7]  # every eval_every steps, and the last
     assert sorted(p.name for p in (split / "checkpoints").iterdir()) == ["step-6", "step-7"]
     for name, tensor in stage.model.state_dict().items():
@@ -211,7 +201,8 @@ def test_contrastive_training_leaves_frozen_parameters_out(tiny_model_dir, corpu
                                   progress=False)
     trainable = _trainable(load_frozen(tiny_model_dir))
     assert all(_optimized(tmp_path / "checkpoints" / f"step-{step}") == trainable for step in (2, 3))
-    before, after = load_file(next(tiny_model_dir.rglob("model.safetensors"))), load_file(tmp_path / "model.safetensors")
+    before = load_file(next(tiny_model_dir.rglob("model.safetensors")))
+    after = load_file(tmp_path / "model.safetensors")
     name = "embeddings.word_embeddings.weight"
     assert torch.equal(before[name], after[name]) and not torch.equal(
         before["embeddings.LayerNorm.weight"], after["embeddings.LayerNorm.weight"])
@@ -230,8 +221,8 @@ def test_contrastive_with_dev_evaluation_resumes_exactly(tiny_model_dir, corpus_
     threads = torch.get_num_threads()
     expected = contrastive_train(config(full), progress=False)
     assert torch.get_num_threads() == threads
-    with pytest.raises(_Stop):
-        contrastive_train(config(split), progress=False, callback=_stop_at(3))
+    with pytest.raises(Stop):
+        contrastive_train(config(split), progress=False, callback=stop_at(3))
     steps: list[int] = []
     summary = contrastive_train(config(split, resume=True), progress=False,
                                 callback=lambda record: steps.append(record["step"]))
