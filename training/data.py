@@ -123,39 +123,70 @@ def pack_sequences(
     """
     if max_len < 8:
         raise BadInputError(f"max length must be at least 8 tokens, got {max_len}")
-    sep, cls, pad = tokenizer.sep_token_id, tokenizer.cls_token_id, tokenizer.pad_token_id
+    sep, cls = tokenizer.sep_token_id, tokenizer.cls_token_id
+    body = max_len - (3 if nsp else 2)
+    chunks = _chunks(documents, tokenizer, body)
+    if not nsp:
+        rows = [[cls, *chunk, sep] for chunk in chunks]
+        return _padded(rows, [[0] * len(row) for row in rows], max_len, tokenizer.pad_token_id)
+    if len(chunks) < 2:
+        raise BadInputError("next-sentence prediction needs at least two sequences of text")
+    rows, types, labels = _nsp_rows(chunks, cls, sep, body, seed)
+    return _padded(rows, types, max_len, tokenizer.pad_token_id, labels)
+
+
+def _chunks(documents: Sequence[str], tokenizer, body: int) -> list[list[int]]:
+    """The documents' tokens, ``[SEP]`` after each, cut into runs of ``body`` tokens (a trailing ``[SEP]`` dropped).
+
+    Raises:
+        BadInputError: The documents hold no tokens.
+    """
+    sep = tokenizer.sep_token_id
     stream: list[int] = []
     for ids in tokenizer(list(documents), add_special_tokens=False, verbose=False)["input_ids"]:
         if ids:
             stream.extend(ids)
             stream.append(sep)
-    body = max_len - (3 if nsp else 2)
     chunks = [stream[i:i + body] for i in range(0, len(stream), body)]
     chunks = [c[:-1] if c[-1] == sep else c for c in chunks]
     chunks = [c for c in chunks if c]
     if not chunks:
         raise BadInputError("the training text holds no tokens")
+    return chunks
+
+
+def _nsp_rows(chunks: list[list[int]], cls: int, sep: int, body: int,
+              seed: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
+    """``(rows, token types, labels)`` of ``[CLS] A [SEP] B [SEP]`` pairs, one per chunk (at least two).
+
+    A is a chunk's first half; B is its second half or, for about half the
+    chunks (drawn from ``seed``) or when there is no second half, the second
+    half of another chunk (label 1).
+    """
     rows: list[list[int]] = []
     types: list[list[int]] = []
     labels: list[int] = []
-    if nsp:
-        if len(chunks) < 2:
-            raise BadInputError("next-sentence prediction needs at least two sequences of text")
-        generator = torch.Generator().manual_seed(seed)
-        for i, chunk in enumerate(chunks):
-            half = max(1, len(chunk) // 2)
-            first, second = chunk[:half], chunk[half:]
-            is_random = bool(torch.rand((), generator=generator) < 0.5) or not second
-            if is_random:
-                other = (i + 1 + int(torch.randint(len(chunks) - 1, (), generator=generator))) % len(chunks)
-                donor = chunks[other]
-                second = donor[len(donor) // 2:][: body - len(first)] or donor[: body - len(first)]
-            rows.append([cls, *first, sep, *second, sep])
-            types.append([0] * (len(first) + 2) + [1] * (len(second) + 1))
-            labels.append(int(is_random))
-    else:
-        rows = [[cls, *chunk, sep] for chunk in chunks]
-        types = [[0] * len(row) for row in rows]
+    generator = torch.Generator().manual_seed(seed)
+    for i, chunk in enumerate(chunks):
+        half = max(1, len(chunk) // 2)
+        first, second = chunk[:half], chunk[half:]
+        is_random = bool(torch.rand((), generator=generator) < 0.5) or not second
+        if is_random:
+            other = (i + 1 + int(torch.randint(len(chunks) - 1, (), generator=generator))) % len(chunks)
+            donor = chunks[other]
+            second = donor[len(donor) // 2:][: body - len(first)] or donor[: body - len(first)]
+        rows.append([cls, *first, sep, *second, sep])
+        types.append([0] * (len(first) + 2) + [1] * (len(second) + 1))
+        labels.append(int(is_random))
+    return rows, types, labels
+
+
+def _padded(rows: list[list[int]], types: list[list[int]], max_len: int, pad: int,
+            labels: list[int] | None = None) -> PackedSequences:
+    """``rows`` (token ids) and ``types`` (token type ids) as ``(N, max_len)`` tensors padded with ``pad``.
+
+    ``labels`` (next-sentence labels, one per row) become ``next_sentence_label``.
+    """
     input_ids = torch.full((len(rows), max_len), pad, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), max_len), dtype=torch.long)
     token_type_ids = torch.zeros((len(rows), max_len), dtype=torch.long)
@@ -163,6 +194,5 @@ def pack_sequences(
         input_ids[i, : len(row)] = torch.tensor(row)
         attention_mask[i, : len(row)] = 1
         token_type_ids[i, : len(row)] = torch.tensor(kinds)
-    return PackedSequences(
-        input_ids, attention_mask, token_type_ids, torch.tensor(labels) if nsp else None
-    )
+    return PackedSequences(input_ids, attention_mask, token_type_ids,
+                           None if labels is None else torch.tensor(labels))

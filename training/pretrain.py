@@ -1,16 +1,17 @@
 """Masked-language-model pretraining of a BERT encoder.
 
-A simple loop: AdamW, linear warmup then linear decay, gradient accumulation,
-dynamic masking (``training.masking``), optional next-sentence prediction.
+The shared loop (``training.loop``: AdamW, linear warmup then linear decay,
+gradient accumulation and clipping, checkpoints, resume) runs a masked-LM
+stage: dynamic masking (``training.masking``), optional next-sentence prediction.
 A new model places tokens with BERT's learned absolute position embeddings
 (``BertForMaskedLM``) or with rotary position embeddings (RoFormer's BERT,
 ``RoFormerForMaskedLM``): rotary attention sees relative offsets from the
 first step, so a small model learns to read a masked token's neighbours
 in hundreds of steps rather than thousands.
 Checkpoints land in ``OUT/checkpoints/step-N`` (model, tokenizer, optimizer,
-scheduler, step and RNG states; see ``training.checkpoints``). Batch order
-depends only on the seed and the step, so a resumed run sees the same data
-as an uninterrupted one. The final
+scheduler, step and RNG states, the masking generator's state; see
+``training.checkpoints``). Batch order depends only on the seed and the
+step, so a resumed run sees the same data as an uninterrupted one. The final
 ``BertForMaskedLM`` and its tokenizer are saved to ``OUT`` itself, where
 ``Embedder`` (mean pooling) and ``semsearch fill`` load them.
 """
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -28,11 +27,10 @@ from typing import Callable
 import torch
 
 from retriever.errors import BadInputError
-from training.checkpoints import CHECKPOINTS, latest_checkpoint, read_trainer_state, truncate_log, write_checkpoint
 from training.data import PackedSequences, collect_text_files, pack_sequences, read_documents
+from training.loop import LOG, Run, Schedule, Stage, open_run, train_loop
 from training.masking import IGNORE_INDEX, MaskingCollator
 
-LOG = "log.jsonl"
 POSITIONS = ("absolute", "rotary")
 _MODEL_TYPES = ("bert", "roformer")  # models whose masked-LM head masked_lm_loss knows
 
@@ -118,100 +116,94 @@ def pretrain(
         data), ``initial_masked_accuracy`` (held-out, before the first step),
         ``seconds`` (all invocations of the run, resumed ones summed), ``output_dir``.
     """
-    from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
-
     config.validate()
-    started = time.monotonic()
-    output = Path(config.output_dir)
-    output.mkdir(parents=True, exist_ok=True)
-    checkpoint = latest_checkpoint(output) if config.resume else None
-    if config.resume and checkpoint is None and progress:
-        print(f"no checkpoint in {output / CHECKPOINTS}; starting from step 0", file=sys.stderr)
+    Path(config.output_dir).mkdir(parents=True, exist_ok=True)
+    run = open_run(config.output_dir, resume=config.resume, progress=progress, callback=callback)
     torch.manual_seed(config.seed)
-    tokenizer, model = _load_model(config, checkpoint)
-    device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    model.to(device)
-
-    files = collect_text_files(config.text)
-    data = pack_sequences(read_documents(files), tokenizer, config.max_len, nsp=config.nsp, seed=config.seed)
-    train, held_out = data.split(config.eval_fraction)
-    total = config.max_steps or math.ceil(math.ceil(len(train) / config.batch_size) / config.grad_accum)
-
-    optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr)
-    scheduler = get_linear_schedule_with_warmup(optimizer, int(config.warmup_ratio * total), total)
-    collator = MaskingCollator(tokenizer, mlm_probability=config.mlm_probability, seed=config.seed)
-    step = 0
-    earlier_seconds = 0.0  # spent by the invocations that wrote the checkpoint
-    if checkpoint is not None:
-        state = read_trainer_state(checkpoint)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        collator.generator.set_state(state["mask_rng"])
-        torch.set_rng_state(state["torch_rng"])
-        if "cuda_rng" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["cuda_rng"])
-        step = int(state["step"])
-        earlier_seconds = float(state.get("seconds", 0.0))
-    truncate_log(output / LOG, step)
-    initial = _initial_evaluation(output / LOG) if step else {}
-    if step == 0 and len(held_out):
-        initial = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
-        with open(output / LOG, "w", encoding="utf-8") as log:
-            log.write(json.dumps({"step": 0, **initial}) + "\n")
-        if progress:
-            print(_describe({"step": 0, **initial}), file=sys.stderr)
-
-    record: dict = {}
-    evaluation: dict = {}
-    bar = tqdm(total=total, initial=step, disable=not progress, file=sys.stderr, desc="pretrain", unit="step")
-    model.train()
-    while step < total:
-        optimizer.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for micro in range(config.grad_accum):
-            index = _batch_index(len(train), config.batch_size, step * config.grad_accum + micro, config.seed)
-            batch = {k: v.to(device) for k, v in collator(train.select(index)).items()}
-            loss = masked_lm_loss(model, batch)[0]
-            (loss / config.grad_accum).backward()
-            loss_sum += loss.item()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        timed_out = config.max_minutes is not None and time.monotonic() - started >= config.max_minutes * 60
-        last = step == total or timed_out
-        record = {"step": step, "train_loss": loss_sum / config.grad_accum, "lr": scheduler.get_last_lr()[0],
-                  "seconds": round(earlier_seconds + time.monotonic() - started, 3)}
-        if len(held_out) and (step % config.eval_every == 0 or last):
-            evaluation = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
-            record.update(evaluation)
-            bar.write(_describe(record), file=sys.stderr)
-        if step % config.save_every == 0 or last:
-            _save_checkpoint(output, step, model, tokenizer, optimizer, scheduler, collator, record["seconds"])
-        with open(output / LOG, "a", encoding="utf-8") as log:
-            log.write(json.dumps(record) + "\n")
-        bar.update(1)
-        bar.set_postfix(loss=f"{record['train_loss']:.3f}")
-        if callback is not None:
-            callback(record)
-        if timed_out:
-            bar.write(f"stopping at the {config.max_minutes:g}-minute limit after step {step}", file=sys.stderr)
-            break
-    bar.close()
-    if not evaluation and len(held_out):  # resumed from the last checkpoint: nothing left to train
-        evaluation = evaluate(model, held_out, tokenizer, config.batch_size, device, seed=config.seed)
-    _save_final(output, model, tokenizer, config.nsp)
+    stage = _MaskedLM(config, run)
+    schedule = Schedule(total=stage.total, lr=config.lr, weight_decay=config.weight_decay,
+                        warmup_ratio=config.warmup_ratio, save_every=config.save_every,
+                        eval_every=config.eval_every, grad_accum=config.grad_accum, max_minutes=config.max_minutes)
+    outcome = train_loop(run, stage, schedule)
     return {
-        "step": step,
-        "train_loss": record.get("train_loss"),
-        "eval_loss": evaluation.get("eval_loss"),
-        "perplexity": evaluation.get("perplexity"),
-        "masked_accuracy": evaluation.get("masked_accuracy"),
-        "initial_masked_accuracy": initial.get("masked_accuracy"),
-        "seconds": round(earlier_seconds + time.monotonic() - started, 3),
-        "output_dir": str(output),
+        "step": outcome.step,
+        "train_loss": outcome.record.get("train_loss"),
+        "eval_loss": stage.evaluation.get("eval_loss"),
+        "perplexity": stage.evaluation.get("perplexity"),
+        "masked_accuracy": stage.evaluation.get("masked_accuracy"),
+        "initial_masked_accuracy": stage.initial.get("masked_accuracy"),
+        "seconds": outcome.seconds,
+        "output_dir": str(run.output),
     }
+
+
+class _MaskedLM(Stage):
+    """Masked-LM pretraining as a loop stage: seeded batch order, dynamic masks, held-out figures.
+
+    Micro-batch ``i`` is always the same sequences (``_batch_index``), and
+    masks come from a collator whose generator is checkpointed, so a resumed
+    run sees the same batches and masks as an uninterrupted one. A fresh run
+    logs the untrained model's held-out figures as a step-0 record.
+    """
+
+    label = "pretrain"
+
+    def __init__(self, config: PretrainConfig, run: Run):
+        self.config, self.output = config, run.output
+        self.tokenizer, self.model = _load_model(config, run.checkpoint)
+        self.device = torch.device(config.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model.to(self.device)
+        files = collect_text_files(config.text)
+        data = pack_sequences(read_documents(files), self.tokenizer, config.max_len, nsp=config.nsp, seed=config.seed)
+        self.train, self.held_out = data.split(config.eval_fraction)
+        self.total = config.max_steps or math.ceil(math.ceil(len(self.train) / config.batch_size) / config.grad_accum)
+        self.collator = MaskingCollator(self.tokenizer, mlm_probability=config.mlm_probability, seed=config.seed)
+        self.evaluates = len(self.held_out) > 0
+        self.initial: dict = {}  # held-out figures before the first step
+        self.evaluation: dict = {}  # the latest held-out figures of this invocation
+
+    def loss(self, micro_step: int) -> torch.Tensor:
+        index = _batch_index(len(self.train), self.config.batch_size, micro_step, self.config.seed)
+        batch = {k: v.to(self.device) for k, v in self.collator(self.train.select(index)).items()}
+        return masked_lm_loss(self.model, batch)[0]
+
+    def begin(self, step: int) -> dict | None:
+        if step:
+            self.initial = _initial_evaluation(self.output / LOG)
+            return None
+        if not self.evaluates:
+            return None
+        self.initial = self._held_out()
+        return {"step": 0, **self.initial}
+
+    def evaluate(self, step: int) -> dict:
+        self.evaluation = self._held_out()
+        return self.evaluation
+
+    def describe(self, record: dict) -> str:
+        train = f"train loss {record['train_loss']:.4f}, " if "train_loss" in record else ""
+        return (f"step {record['step']}: {train}held-out loss "
+                f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
+                f"masked accuracy {record['masked_accuracy']:.3f}")
+
+    def save_model(self, directory: Path) -> None:
+        self.model.save_pretrained(str(directory))
+        self.tokenizer.save_pretrained(str(directory))
+
+    def state(self) -> dict:
+        return {"mask_rng": self.collator.generator.get_state()}
+
+    def restore(self, state: dict) -> None:
+        self.collator.generator.set_state(state["mask_rng"])
+
+    def finish(self) -> None:
+        if not self.evaluation and self.evaluates:  # resumed from the last checkpoint: nothing left to train
+            self.evaluation = self._held_out()
+        _save_final(self.output, self.model, self.tokenizer, self.config.nsp)
+
+    def _held_out(self) -> dict[str, float]:
+        return evaluate(self.model, self.held_out, self.tokenizer, self.config.batch_size, self.device,
+                        seed=self.config.seed)
 
 
 def masked_lm_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -272,43 +264,63 @@ def evaluate(
 
 
 def _load_model(config: PretrainConfig, checkpoint: Path | None):
-    """``(tokenizer, model)`` from the checkpoint, the model to continue, or a new config."""
-    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer, BertForPreTraining
+    """``(tokenizer, model)`` from the checkpoint, the model to continue, or a new config.
+
+    RoFormer's sinusoidal position table stays fixed, as in a new model
+    (``from_pretrained`` would make it trainable), so a run resumed from a
+    checkpoint trains the same parameters as an uninterrupted one.
+    """
+    from transformers.models.roformer.modeling_roformer import RoFormerSinusoidalPositionalEmbedding
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     source = checkpoint or (Path(config.from_model) if config.from_model else None)
-    tokenizer_source = source or Path(config.tokenizer)
-    if not tokenizer_source.is_dir():
-        raise BadInputError(f"{tokenizer_source}: no such directory")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_source))
-    except (OSError, ValueError) as exc:
-        raise BadInputError(f"cannot load a tokenizer from {tokenizer_source}: {str(exc).splitlines()[0]}") from None
-    if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
-        raise BadInputError(f"tokenizer in {tokenizer_source} lacks [MASK], [CLS] or [SEP]")
-    if source is not None:
-        try:
-            model_type = AutoConfig.from_pretrained(str(source)).model_type
-        except (OSError, ValueError) as exc:
-            raise BadInputError(f"cannot load a model config from {source}: {str(exc).splitlines()[0]}") from None
-        if model_type not in _MODEL_TYPES:
-            raise BadInputError(f"{source} holds a {model_type!r} model; pretraining continues BERT or RoFormer models")
-        if config.nsp and model_type != "bert":
-            raise BadInputError(f"next-sentence prediction needs a BERT model, {source} holds {model_type!r}")
-        try:
-            model = (BertForPreTraining if config.nsp else AutoModelForMaskedLM).from_pretrained(str(source))
-        except (OSError, ValueError) as exc:
-            raise BadInputError(f"cannot load a model from {source}: {str(exc).splitlines()[0]}") from None
-        if config.max_len > model.config.max_position_embeddings:
-            raise BadInputError(
-                f"max length {config.max_len} exceeds the model's {model.config.max_position_embeddings} positions"
-            )
-    else:
-        model = _new_model(config, tokenizer)
+    tokenizer = _load_tokenizer(source or Path(config.tokenizer))
+    model = _new_model(config, tokenizer) if source is None else _load_pretrained(config, source)
+    for module in model.modules():
+        if isinstance(module, RoFormerSinusoidalPositionalEmbedding):
+            module.weight.requires_grad_(False)
     tokenizer.model_max_length = min(config.max_len, model.config.max_position_embeddings)
     return tokenizer, model
+
+
+def _load_tokenizer(source: Path):
+    """The BERT-style tokenizer of directory ``source``; it must have ``[MASK]``, ``[CLS]`` and ``[SEP]``."""
+    from transformers import AutoTokenizer
+
+    if not source.is_dir():
+        raise BadInputError(f"{source}: no such directory")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(source))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"cannot load a tokenizer from {source}: {str(exc).splitlines()[0]}") from None
+    if tokenizer.mask_token_id is None or tokenizer.cls_token_id is None or tokenizer.sep_token_id is None:
+        raise BadInputError(f"tokenizer in {source} lacks [MASK], [CLS] or [SEP]")
+    return tokenizer
+
+
+def _load_pretrained(config: PretrainConfig, source: Path):
+    """The BERT or RoFormer masked-LM model (``BertForPreTraining`` with NSP) saved in ``source``."""
+    from transformers import AutoConfig, AutoModelForMaskedLM, BertForPreTraining
+
+    try:
+        model_type = AutoConfig.from_pretrained(str(source)).model_type
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"cannot load a model config from {source}: {str(exc).splitlines()[0]}") from None
+    if model_type not in _MODEL_TYPES:
+        raise BadInputError(f"{source} holds a {model_type!r} model; pretraining continues BERT or RoFormer models")
+    if config.nsp and model_type != "bert":
+        raise BadInputError(f"next-sentence prediction needs a BERT model, {source} holds {model_type!r}")
+    try:
+        model = (BertForPreTraining if config.nsp else AutoModelForMaskedLM).from_pretrained(str(source))
+    except (OSError, ValueError) as exc:
+        raise BadInputError(f"cannot load a model from {source}: {str(exc).splitlines()[0]}") from None
+    if config.max_len > model.config.max_position_embeddings:
+        raise BadInputError(
+            f"max length {config.max_len} exceeds the model's {model.config.max_position_embeddings} positions"
+        )
+    return model
 
 
 def _new_model(config: PretrainConfig, tokenizer):
@@ -331,39 +343,12 @@ def _new_model(config: PretrainConfig, tokenizer):
     return (BertForPreTraining if config.nsp else BertForMaskedLM)(BertConfig(**size))
 
 
-def _param_groups(model, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay on weights, none on biases and LayerNorm."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        (no_decay if name.endswith("bias") or "LayerNorm" in name else decay).append(param)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
 def _batch_index(n: int, batch_size: int, micro_step: int, seed: int) -> torch.Tensor:
     """Indices of micro-batch ``micro_step``: epochs are seeded permutations of ``range(n)``."""
     per_epoch = math.ceil(n / batch_size)
     epoch, position = divmod(micro_step, per_epoch)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
     return order[position * batch_size:(position + 1) * batch_size]
-
-
-def _save_checkpoint(output: Path, step: int, model, tokenizer, optimizer, scheduler, collator,
-                     seconds: float) -> Path:
-    """Checkpoint everything a resumed run needs to continue exactly where this one is."""
-    def save_model(directory: Path) -> None:
-        model.save_pretrained(str(directory))
-        tokenizer.save_pretrained(str(directory))
-
-    state = {
-        "seconds": seconds,
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "mask_rng": collator.generator.get_state(),
-        "torch_rng": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        state["cuda_rng"] = torch.cuda.get_rng_state_all()
-    return write_checkpoint(output, step, save_model, state)
 
 
 def _save_final(output: Path, model, tokenizer, nsp: bool) -> None:
@@ -385,10 +370,3 @@ def _initial_evaluation(path: Path) -> dict:
             if line.strip() and json.loads(line).get("step") == 0:
                 return json.loads(line)
     return {}
-
-
-def _describe(record: dict) -> str:
-    train = f"train loss {record['train_loss']:.4f}, " if "train_loss" in record else ""
-    return (f"step {record['step']}: {train}held-out loss "
-            f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
-            f"masked accuracy {record['masked_accuracy']:.3f}")

@@ -152,7 +152,12 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
                                       lambda: score(scifact, str(contrastive_dir), "dense"), log=log),
         "eval-bm25": run_stage(run_dir, "eval-bm25", lambda: score(scifact, str(contrastive_dir), "bm25"), log=log),
     }
-    summary = {
+    return _write_summary(run_dir, _small_summary(recipe, stages), stages)
+
+
+def _small_summary(recipe: SmallRecipe, stages: dict[str, dict]) -> dict:
+    """The ``train-small`` figures from its stages' results."""
+    return {
         "recipe": "train-small",
         "settings": asdict(recipe),
         "mlm_accuracy_before": stages["pretrain"]["initial_masked_accuracy"],
@@ -162,7 +167,6 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
         "ndcg_contrastive": stages["eval-contrastive"]["ndcg@10"],
         "ndcg_bm25": stages["eval-bm25"]["ndcg@10"],
     }
-    return _write_summary(run_dir, summary, stages)
 
 
 def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: FinetuneRecipe = FinetuneRecipe(), *,

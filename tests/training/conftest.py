@@ -18,6 +18,19 @@ QUERIES = {  # query id -> (text, relevant sentence index)
 }
 
 
+class Stop(Exception):
+    """Raised by ``stop_at``'s callback: a run killed at a step."""
+
+
+def stop_at(step: int):
+    """A step callback that raises ``Stop`` once the record of ``step`` is logged."""
+    def callback(record: dict) -> None:
+        if record["step"] == step:
+            raise Stop
+
+    return callback
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _one_thread():
     """One torch thread: tiny models run ~30x faster than with threads contending for shared cores."""

@@ -10,15 +10,15 @@ import pytest
 import torch
 
 from app.cli import main
-from tests.training.conftest import QUERIES, SENTENCES
+from tests.training.conftest import QUERIES, SENTENCES, Stop, stop_at
 from training.contrastive import (
     ContrastiveConfig,
     Pair,
-    _load_dev,
     beir_pairs,
     contrastive_train,
     crop_pairs,
     evaluate_dev,
+    load_dev,
     load_mean_pooling_model,
     no_duplicate_batches,
     read_corpus,
@@ -111,10 +111,6 @@ def test_loss_falls_and_run_is_deterministic(trained, tiny_model_dir, pairs_file
     assert [r["train_loss"] for r in _log(again)] == losses  # same seed, same run
 
 
-class _Stop(Exception):
-    pass
-
-
 def test_resume_matches_an_uninterrupted_run(tiny_model_dir, corpus_dir, tmp_path):
     from safetensors.torch import load_file
 
@@ -125,14 +121,10 @@ def test_resume_matches_an_uninterrupted_run(tiny_model_dir, corpus_dir, tmp_pat
                                  unsupervised="crop", max_steps=9, batch_size=4, lr=1e-3, save_every=3,
                                  **overrides)
 
-    def stop_at_7(record: dict) -> None:
-        if record["step"] == 7:
-            raise _Stop
-
     full, split = tmp_path / "full", tmp_path / "split"
     contrastive_train(config(full), progress=False)
-    with pytest.raises(_Stop):  # killed in step 7, after the checkpoint of step 6
-        contrastive_train(config(split), progress=False, callback=stop_at_7)
+    with pytest.raises(Stop):  # killed in step 7, after the checkpoint of step 6
+        contrastive_train(config(split), progress=False, callback=stop_at(7))
     assert latest_checkpoint(split).name == "step-6"
     assert sorted(p.name for p in (split / "checkpoints").iterdir()) == ["step-3", "step-6"]
     steps: list[int] = []
@@ -186,7 +178,8 @@ def test_dev_records_ndcg_and_keeps_the_best(tiny_model_dir, beir_dir, tmp_path)
     assert scores[summary["best_step"]] == summary["best_dev_ndcg"]
     saved = [r["step"] for r in log if r.get("saved")]
     assert saved[0] == 2 and saved[-1] == summary["best_step"]
-    assert evaluate_dev(load_mean_pooling_model(out), _load_dev(config)) == pytest.approx(summary["best_dev_ndcg"])
+    dev = load_dev(config.dev, config.dev_split)
+    assert evaluate_dev(load_mean_pooling_model(out), dev) == pytest.approx(summary["best_dev_ndcg"])
 
 
 # -- CLI ------------------------------------------------------------------------

@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from tests.training.conftest import TINY
+from tests.training.conftest import TINY, Stop, stop_at
 from training.fill import fill_mask
-from training.pretrain import PretrainConfig, latest_checkpoint, pretrain
+from training.checkpoints import latest_checkpoint
+from training.pretrain import PretrainConfig, pretrain
 
 
 def _config(corpus_dir, tokenizer_dir, out: Path, **overrides) -> PretrainConfig:
@@ -101,24 +102,12 @@ def test_fill_returns_sorted_probabilities(trained):
         assert probabilities == sorted(probabilities, reverse=True) and sum(probabilities) <= 1 + 1e-6
 
 
-class _Stop(Exception):
-    pass
-
-
-def _stop_at(step: int):
-    def callback(record: dict) -> None:
-        if record["step"] == step:
-            raise _Stop
-
-    return callback
-
-
 def test_resume_matches_an_uninterrupted_run(corpus_dir, tokenizer_dir, tmp_path):
     full, split = tmp_path / "full", tmp_path / "split"
     pretrain(_config(corpus_dir, tokenizer_dir, full, max_steps=6, save_every=3), progress=False)
-    with pytest.raises(_Stop):  # killed during step 5, after the checkpoint of step 3
+    with pytest.raises(Stop):  # killed during step 5, after the checkpoint of step 3
         pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3), progress=False,
-                 callback=_stop_at(5))
+                 callback=stop_at(5))
     assert latest_checkpoint(split).name == "step-3"
     steps: list[int] = []
     summary = pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3, resume=True),
@@ -163,8 +152,8 @@ def test_rotary_positions_train_resume_and_load(corpus_dir, tokenizer_dir, tmp_p
         settings = dict(max_steps=40, warmup_ratio=0.1, positions="rotary", save_every=10, **overrides)
         return _config(corpus_dir, tokenizer_dir, out, **settings)
 
-    with pytest.raises(_Stop):
-        pretrain(run(), progress=False, callback=_stop_at(25))
+    with pytest.raises(Stop):
+        pretrain(run(), progress=False, callback=stop_at(25))
     steps: list[int] = []
     pretrain(run(resume=True), progress=False, callback=lambda record: steps.append(record["step"]))
     assert steps == list(range(21, 41))

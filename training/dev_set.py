@@ -1,0 +1,74 @@
+"""The dev set a contrastive run keeps its best model by: dense nDCG@10 over a BEIR dataset."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from retriever.errors import BadInputError
+
+
+@dataclass
+class DevSet:
+    """A BEIR dataset split and its non-empty documents.
+
+    Attributes:
+        dataset: The ``retriever.evaluation.load_beir`` dataset (queries, qrels, corpus).
+        documents: ``{"id", "title", "text"}`` records ready for ``Collection.upsert``.
+    """
+
+    dataset: object
+    documents: list[dict] = field(default_factory=list)
+
+
+def load_dev(root: str | Path, split: str | None = None) -> DevSet:
+    """The dev set of BEIR dataset ``root``; ``split`` defaults to "dev" when it has one, else "test".
+
+    Raises:
+        BadInputError: The dataset cannot be read, or its corpus has no text.
+    """
+    from retriever.evaluation import load_beir
+
+    root = Path(root)
+    split = split or ("dev" if (root / "qrels" / "dev.tsv").is_file() else "test")
+    dataset = load_beir(root, split)
+    documents = [{"id": str(r["_id"]), "title": r.get("title") or "", "text": r.get("text") or ""}
+                 for r in dataset.corpus() if (r.get("text") or "").strip()]
+    if not documents:
+        raise BadInputError(f"{root}: the dev corpus is empty")
+    return DevSet(dataset, documents)
+
+
+def evaluate_dev(model, dev: DevSet) -> float:
+    """nDCG@10 of dense search with ``model`` (a ``SentenceTransformer``) over the dev corpus.
+
+    The model is saved to a temporary directory and scored through a fresh
+    temporary collection. Its training mode and torch's thread count (which
+    the ``Embedder`` sets for itself) are left as they were, so training after
+    an evaluation computes as it would without one (and a resumed run as an
+    uninterrupted one).
+    """
+    import warnings
+
+    import torch
+
+    from retriever import Collection, Embedder
+    from retriever.evaluation import DEPTH, evaluate_run, run_queries
+
+    was_training, threads = model.training, torch.get_num_threads()
+    try:
+        with tempfile.TemporaryDirectory(prefix="semsearch-dev-") as tmp:
+            model.save(str(Path(tmp) / "model"))
+            # torch: a checkpoint is scored once, so exporting and timing other backends would not pay
+            embedder = Embedder(Path(tmp) / "model", device=str(model.device), backend="torch")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with Collection.create(Path(tmp) / "collection", embedder) as collection:
+                    collection.upsert(dev.documents)
+                    run = run_queries(lambda q: [h.id for h in collection.search(q, k=DEPTH, mode="dense")],
+                                      dev.dataset.queries, progress=False)
+    finally:
+        model.train(was_training)
+        torch.set_num_threads(threads)
+    return evaluate_run(run, dev.dataset.qrels)["ndcg@10"]
