@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
+	@echo "make bench-search-ab BASE=rev  search p50 of this checkout against commit rev, taking turns (for refactors)"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
 	@echo "make clean     remove .venv, the demo collection and caches"
@@ -76,6 +77,10 @@ bench-index: install
 # run; run them on a quiet machine (QUICK=1 for a smoke run).
 bench-speed: install
 	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
+
+# Search latency of this checkout against commit BASE, the two taking turns on one collection.
+bench-search-ab: install
+	$(BIN)/python -m benchmarks.search_ab --base $(or $(BASE),HEAD~1)
 
 bench-ray: install
 	$(BIN)/python -m benchmarks.ray_scale --docs 1500 --workers 2
