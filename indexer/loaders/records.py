@@ -21,6 +21,7 @@ from retriever.jsonl import json_type, parse_json_object
 _AUTO_ID = ("id", "_id")
 _AUTO_TITLE = "title"
 _AUTO_TEXT = ("text", "body", "content")
+_RECORD_SOURCE = "record_source"  # where a record's own "source" field goes: "source" is its file
 # At most 18 integer digits, no leading zeros: "02134" or a 20-digit code stays a string.
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
@@ -171,7 +172,10 @@ def _first_present(available: Container[str], candidates: Sequence[str], option:
 def _record_document(
     record: dict[str, Any], keys: tuple[str, str, str], defaults: dict[str, Any]
 ) -> Document:
-    """A document from a JSONL or CSV record; other fields override ``defaults`` in its metadata.
+    """A document from a JSONL or CSV record; its other fields join ``defaults`` in its metadata.
+
+    ``source`` stays the file's path (``prune`` and the report go by it); a
+    record's own ``source`` field is kept as ``record_source``.
 
     Raises:
         Rejected: the id is not a non-empty string or an integer, the text is
@@ -191,7 +195,11 @@ def _record_document(
         raise Rejected(f"{text_key!r} is empty")
     if title is not None and not isinstance(title, str):
         raise Rejected(f"{title_key!r} is {json_type(title)}, not a string")
-    extra = {name: value for name, value in record.items() if name not in keys}
+    if "source" in record and _RECORD_SOURCE in record:
+        raise Rejected(f"both 'source' and {_RECORD_SOURCE!r} fields; 'source' is set to the file's path")
+    extra = {
+        _RECORD_SOURCE if name == "source" else name: value for name, value in record.items() if name not in keys
+    }
     try:  # the rules every write path applies (id characters, UTF-8, plain JSON metadata)
         return coerce_document(Document(id=doc_id, text=text, title=title or "", metadata=defaults | extra))
     except BadInputError as exc:

@@ -345,11 +345,15 @@ class Catalog:
         return plan.evaluate(rows)
 
     def ids_by_source(self, prefix: str) -> dict[str, str]:
-        """``{id: metadata.source}`` for documents whose source starts with ``prefix``."""
+        """``{id: metadata.source}`` for documents whose source starts with ``prefix``, case and all.
+
+        SQL ``LIKE`` narrows the rows (SQLite's ignores ASCII case), then each
+        source is compared exactly, so ``/t/A/`` never selects ``/t/a/x.txt``.
+        """
         source = documents.c.meta["source"].as_string()
         query = select(documents.c.id, source).where(source.startswith(prefix, autoescape=True))
         with self.engine.connect() as conn:
-            return {row[0]: row[1] for row in conn.execute(query)}
+            return {row[0]: row[1] for row in conn.execute(query) if row[1].startswith(prefix)}
 
     def counts(self) -> tuple[int, int]:
         """``(documents, chunks)``."""

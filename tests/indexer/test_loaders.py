@@ -325,7 +325,8 @@ def test_jsonl_field_map_and_source_field(tmp_path):
     )
     doc = load_one(path, fields=FieldMap(id="key", title="headline", text="article"))
     assert doc == Document(
-        id="k1", text="Body text.", title="H", metadata={"source": "web", "id": "ignored"}
+        id="k1", text="Body text.", title="H",
+        metadata={"source": str(path.resolve()), "record_source": "web", "id": "ignored"},
     )
     error = load_one(path, fields=FieldMap(id="uid"))
     assert error.reason == "no 'uid' field (name one with --id-field)"
