@@ -15,8 +15,8 @@ from typing import Iterator, Sequence
 from tqdm.auto import tqdm
 
 from indexer.batches import DEFAULT_BATCH_DOCS, MAX_BATCH_CHARS, BatchWriter
-from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path, walk
-from indexer.runs import IndexReport, Sightings
+from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path
+from indexer.runs import IndexReport, Sightings, walk_targets
 from retriever import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
@@ -93,8 +93,8 @@ def _index_here(
     started = time.perf_counter()
     report = IndexReport()
     roots = [Path(p).expanduser() for p in paths]
-    targets = list(walk(roots, include, exclude))
     sightings = Sightings()
+    targets = walk_targets(roots, include, exclude, report, sightings)
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     batch = _upserts(collection, report, bar, batch_docs)
     try:

@@ -39,11 +39,11 @@ except ImportError:
 
 from tqdm.auto import tqdm
 
-from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, walk
+from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap
 from indexer.ray_commit import Committer
 from indexer.ray_rows import load_files
 from indexer.ray_stage import WORKER_BATCH_DOCS, StageWorker
-from indexer.runs import IndexReport
+from indexer.runs import IndexReport, Sightings, walk_targets
 from retriever import Collection
 from retriever.errors import BadInputError
 from retriever.storage.staging import this_owner
@@ -92,9 +92,10 @@ def index_paths_ray(
     started = time.perf_counter()
     report = IndexReport()
     roots = [Path(p).expanduser() for p in paths]
-    targets = [path for _root, path in walk(roots, include, exclude)]
+    sightings = Sightings()
+    targets = [path for _root, path in walk_targets(roots, include, exclude, report, sightings)]
     report.files = len(targets)
-    committer = Committer(collection, report, fields, max_bytes, targets, batch_docs)
+    committer = Committer(collection, report, fields, max_bytes, targets, batch_docs, sightings=sightings)
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         if targets:

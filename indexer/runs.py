@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
-from indexer.loaders import LoadError
+from indexer.loaders import LoadError, walk
 from retriever import Collection, WriteReport
 
 
@@ -75,10 +75,16 @@ class Sightings:
 
     seen: dict[str, str] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
+    failed_folders: set[str] = field(default_factory=set)
 
     def load_failed(self, error: LoadError) -> None:
         """Note the file behind ``error``, so that ``prune`` keeps what it held."""
         self.failed.add(error_file(error))
+
+    def walk_failed(self, error: LoadError) -> None:
+        """Note a directory the walk could not read (or a link it left out): ``prune`` keeps all below it."""
+        self.failed.add(error.source)
+        self.failed_folders.add(error.source.rstrip("/") + "/")
 
     def claim(self, doc_id: str, source: str) -> LoadError | None:
         """Claim ``doc_id`` for ``source``.
@@ -94,30 +100,48 @@ class Sightings:
 
     def prune(self, collection: Collection, roots: Iterable[Path]) -> WriteReport:
         """``prune`` with this run's ids and failed files."""
-        return prune(collection, roots, self.seen, self.failed)
+        return prune(collection, roots, self.seen, self.failed, self.failed_folders)
 
 
-def prune(collection: Collection, roots: Iterable[Path], seen: dict[str, str], failed_sources: set[str]) -> WriteReport:
+def prune(
+    collection: Collection, roots: Iterable[Path], seen: dict[str, str], failed_sources: set[str],
+    failed_folders: Iterable[str] = (),
+) -> WriteReport:  # fmt: skip
     """Delete documents from under ``roots`` that a run did not see.
 
     Args:
         roots: The paths the run was given (files or directories).
         seen: The ids the run read (id -> source).
         failed_sources: Files that failed to load: their documents are kept.
+        failed_folders: Directories (ending in "/") the walk could not read:
+            the documents below them are kept (default none).
 
     Returns:
         The deletion (``deleted``), empty when nothing is gone.
     """
     gone: list[str] = []
+    spared = tuple(failed_folders)
     for root in roots:
         root = root.resolve()
         prefix = str(root) + ("/" if root.is_dir() else "")
         for doc_id, source in collection.catalog.ids_by_source(prefix).items():
             if root.is_file() and source != str(root):
                 continue
-            if doc_id not in seen and source not in failed_sources:
+            if doc_id not in seen and source not in failed_sources and not source.startswith(spared):
                 gone.append(doc_id)
     return collection.delete(gone) if gone else WriteReport()
+
+
+def walk_targets(
+    roots: Sequence[Path], include: Sequence[str], exclude: Sequence[str], report: IndexReport, sightings: Sightings
+) -> list[tuple[Path, Path]]:  # fmt: skip
+    """``walk``'s ``(root, path)`` pairs; what it left out goes to ``report.skipped`` and is spared by ``prune``."""
+    skipped: list[LoadError] = []
+    targets = list(walk(roots, include, exclude, skipped))
+    report.skipped.extend(skipped)
+    for error in skipped:
+        sightings.walk_failed(error)
+    return targets
 
 
 def error_file(error: LoadError) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterator, Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
-from indexer.loaders.common import SUPPORTED_SUFFIXES, is_beir_dir, real_path
+from indexer.loaders.common import SUPPORTED_SUFFIXES, LoadError, is_beir_dir, real_path, shown_path
 from retriever.errors import BadInputError
 
 
@@ -15,6 +15,7 @@ def walk(
     roots: Sequence[Path],
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    skipped: list[LoadError] | None = None,
 ) -> Iterator[tuple[Path, Path]]:
     """``(root, path)`` for every file or BEIR directory to load, in sorted order.
 
@@ -26,7 +27,11 @@ def walk(
     path relative to the root (POSIX form) and against the bare name: an
     entry is kept when it matches any include (or include is empty, the
     default) and no exclude (default none). A path reached from two roots is
-    yielded once.
+    yielded once. What a walk cannot or must not read is left out and, when
+    ``skipped`` is given, appended to it as a ``LoadError``: a directory that
+    cannot be listed (its real path as source), and a link (to a file, a
+    BEIR directory or a directory) whose real path leaves its root (the
+    link's path as source), which is never followed.
 
     Raises:
         BadInputError: a root does not exist (raised by the call, before any
@@ -36,29 +41,37 @@ def walk(
     for root in roots:
         if not root.exists():
             raise BadInputError(f"{root}: no such file or directory")
-    return _walk_roots(roots, include, exclude)
+    return _walk_roots(roots, include, exclude, [] if skipped is None else skipped)
 
 
 def _walk_roots(
-    roots: list[Path], include: Sequence[str], exclude: Sequence[str]
+    roots: list[Path], include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError]
 ) -> Iterator[tuple[Path, Path]]:
     """``walk`` after its roots were checked: each path once, first root wins."""
     seen: set[str] = set()
     for root in roots:
         whole = not root.is_dir() or is_beir_dir(root)
-        for entry in [root] if whole else _walk_dir(root, include, exclude):
+        for entry in [root] if whole else _walk_dir(root, include, exclude, skipped):
             key = real_path(entry)
             if key not in seen:
                 seen.add(key)
                 yield root, entry
 
 
-def _walk_dir(root: Path, include: Sequence[str], exclude: Sequence[str]) -> list[Path]:
-    """Loadable files and BEIR directories under ``root``, sorted by relative path."""
+def _walk_dir(root: Path, include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError]) -> list[Path]:
+    """Loadable files and BEIR directories under ``root`` and inside it, sorted by relative path."""
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    linked_dirs: list[Path] = []
+
+    def unreadable(error: OSError) -> None:
+        where = real_path(Path(error.filename)) if error.filename else real_path(root)
+        skipped.append(LoadError(shown_path(where), f"cannot read the directory: {error.strerror or error}"))
+
+    for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         here = Path(dirpath)
         beir = [name for name in dirnames if not name.startswith(".") and is_beir_dir(here / name)]
+        linked_dirs.extend(here / name for name in dirnames
+                           if not name.startswith(".") and name not in beir and (here / name).is_symlink())  # fmt: skip
         dirnames[:] = [name for name in dirnames if not name.startswith(".") and name not in beir]
         files = [
             name
@@ -71,7 +84,22 @@ def _walk_dir(root: Path, include: Sequence[str], exclude: Sequence[str]) -> lis
         for path in found
         if _selected(path.relative_to(root).as_posix(), path.name, include, exclude)
     ]
-    return sorted(kept, key=lambda path: path.relative_to(root).parts)
+    linked_dirs = [path for path in linked_dirs if _selected(path.relative_to(root).as_posix(), path.name, (), exclude)]
+    inside = _inside(root, sorted(kept + linked_dirs, key=lambda path: path.relative_to(root).parts), skipped)
+    return [path for path in inside if path not in linked_dirs]
+
+
+def _inside(root: Path, paths: list[Path], skipped: list[LoadError]) -> list[Path]:
+    """The ``paths`` whose real path lies inside ``root``'s; each other one is reported in ``skipped``."""
+    top = real_path(root)
+    kept = []
+    for path in paths:
+        real = real_path(path)
+        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+            kept.append(path)
+        else:
+            skipped.append(LoadError(shown_path(path), f"a link to {shown_path(real)}, outside {shown_path(top)}; not read"))
+    return kept
 
 
 def _selected(relative: str, name: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
