@@ -23,7 +23,9 @@ _BOMS = (
 
 _BINARY_SNIFF_BYTES = 8192
 
-_ATX_HEADING = re.compile(r" {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*")
+# The opening of an ATX heading; the rest of the line is trimmed by ``_heading_text`` in linear
+# time (a pattern for the whole line backtracks quadratically over long runs of spaces).
+_ATX_OPENING = re.compile(r" {0,3}#{1,6}[ \t]+")
 
 _CODE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
@@ -84,7 +86,7 @@ def text_document(
 
 
 def _markdown_title(text: str) -> str:
-    """The text of the first ATX heading outside code fences, or ""."""
+    """The text of the first non-blank ATX heading outside code fences, or ""."""
     fence = ""
     for line in text.splitlines():
         opener = _CODE_FENCE.match(line)
@@ -94,6 +96,20 @@ def _markdown_title(text: str) -> str:
                 fence = ""
         elif opener:
             fence = opener.group(1)
-        elif heading := _ATX_HEADING.fullmatch(line):
-            return heading.group(1)
+        elif (opening := _ATX_OPENING.match(line)) and (title := _heading_text(line[opening.end():])):
+            return title
     return ""
+
+
+def _heading_text(rest: str) -> str:
+    """An ATX heading's text from what follows its opening: trimmed, without a closing ``#`` run.
+
+    A run of ``#`` ends the heading only after a space or tab (``# C#`` is
+    "C#"); a heading of only ``#`` and blanks keeps them (``# ##`` is "##").
+    Linear in ``len(rest)``; "" when ``rest`` is blank.
+    """
+    text = rest.rstrip(" \t")
+    unclosed = text.rstrip("#")
+    if unclosed != text and unclosed.endswith((" ", "\t")) and unclosed.strip(" \t"):
+        return unclosed.rstrip(" \t")
+    return text
