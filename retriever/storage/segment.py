@@ -354,12 +354,20 @@ def _offsets(lengths: Sequence[int]) -> np.ndarray:
 
 
 def _byte_offsets(text: str, char_spans: np.ndarray) -> np.ndarray:
-    """``char_spans`` of ``text`` as UTF-8 byte offsets."""
+    """``char_spans`` of ``text`` (chunks, 2) as UTF-8 byte offsets (chunks, 2), int64.
+
+    Each character is encoded once: the byte offset of every distinct
+    boundary is the previous one's plus the bytes between them, so the cost
+    is linear in ``len(text)`` plus the spans' sort.
+    """
     if text.isascii():
         return np.array(char_spans, dtype=np.int64)
-    out = np.empty_like(char_spans)
-    for i, (start, end) in enumerate(char_spans):
-        out[i, 0] = len(text[:start].encode("utf-8"))
-        out[i, 1] = out[i, 0] + len(text[start:end].encode("utf-8"))
-    return out
+    spans = np.asarray(char_spans, dtype=np.int64)
+    bounds, where = np.unique(spans, return_inverse=True)
+    byte_bounds = np.empty(len(bounds), dtype=np.int64)
+    done, at = 0, 0
+    for i, bound in enumerate(bounds.tolist()):
+        done += len(text[at:bound].encode("utf-8"))
+        byte_bounds[i], at = done, bound
+    return byte_bounds[where.reshape(spans.shape)]
 
