@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import time
 
 from bs4 import BeautifulSoup
 from pypdf import PasswordType, PdfReader
@@ -19,6 +20,11 @@ _HTML_BLOCK_TAGS = (
     "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main",
     "nav", "ol", "p", "pre", "section", "summary", "table", "td", "th", "tr", "ul",
 )
+
+# Bounds on one PDF's extraction (beside the file size limit every single-document file has).
+MAX_PDF_PAGES = 5_000
+MAX_PDF_CHARS = 20_000_000  # about 4,000 pages of dense text
+MAX_PDF_SECONDS = 120.0
 
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # malformed PDFs are reported as LoadError
 
@@ -79,9 +85,34 @@ def _read_pdf(data: bytes) -> tuple[str, list[str]]:
         if reader.is_encrypted and reader.decrypt("") == PasswordType.NOT_DECRYPTED:
             raise Rejected("encrypted PDF, needs a password")
         title = reader.metadata.title if reader.metadata else None
-        pages = [page.extract_text() for page in reader.pages]
+        pages = _pdf_pages(reader)
     except Rejected:
         raise
     except Exception as exc:  # pypdf raises many exception types on malformed files
         raise Rejected(f"malformed PDF: {error_line(exc)}") from None
     return (" ".join(title.split()) if isinstance(title, str) else ""), pages
+
+
+def _pdf_pages(reader: PdfReader) -> list[str]:
+    """The text of each page, within ``MAX_PDF_PAGES``, ``MAX_PDF_CHARS`` and ``MAX_PDF_SECONDS``.
+
+    Time is checked between pages, so one page's extraction is bounded only
+    by the file's size limit.
+
+    Raises:
+        Rejected: a limit is passed (the reason names it).
+    """
+    total = len(reader.pages)
+    if total > MAX_PDF_PAGES:
+        raise Rejected(f"PDF has {total} pages, over the {MAX_PDF_PAGES} page limit")
+    started, chars, pages = time.monotonic(), 0, []
+    for number, page in enumerate(reader.pages, start=1):
+        pages.append(page.extract_text())
+        chars += len(pages[-1])
+        if chars > MAX_PDF_CHARS:
+            raise Rejected(f"PDF text is over the {MAX_PDF_CHARS} character limit (at page {number} of {total})")
+        if time.monotonic() - started > MAX_PDF_SECONDS and number < total:
+            raise Rejected(
+                f"PDF text extraction took over {MAX_PDF_SECONDS:g} s (stopped after {number} of {total} pages)"
+            )
+    return pages

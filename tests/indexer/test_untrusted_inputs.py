@@ -196,7 +196,7 @@ def test_pdf_text_over_the_character_limit_is_refused(tmp_path, monkeypatch):
     from indexer.loaders import markup
 
     monkeypatch.setattr(markup, "MAX_PDF_CHARS", 0, raising=False)
-    (error,) = load_path(_pdf(tmp_path / "wide.pdf", 1))
+    (error,) = load_path(write_pdf(tmp_path / "wide.pdf", ["Some text"]))
     assert isinstance(error, LoadError)
     assert error.reason.startswith("PDF text is over the 0 character limit")
 
