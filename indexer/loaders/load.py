@@ -13,6 +13,7 @@ from indexer.loaders.common import (
 )  # fmt: skip
 from indexer.loaders.markup import pdf_document
 from indexer.loaders.records import csv_documents, jsonl_documents
+from indexer.loaders.streams import text_lines
 from indexer.loaders.text import decode, text_document
 from retriever.documents import Document
 from retriever.unicode_policy import is_utf8
@@ -61,19 +62,16 @@ def load_path(
         return
     try:
         suffix = _suffix(path)
-        # Record files hold many documents, so the size limit is for single-document files.
-        data = _read_bytes(path, max_bytes if suffix not in _RECORD_SUFFIXES else 2**63)
+        if suffix in _RECORD_SUFFIXES:
+            yield from _records(path, suffix, source, fields, max_bytes)
+            return
+        data = _read_bytes(path, max_bytes)
         if suffix == ".pdf":
             yield pdf_document(data, source, path.stem)
             return
         text, encoding = decode(data)
         defaults = {"source": source} | ({"encoding": encoding} if encoding else {})
-        if suffix == ".jsonl":
-            yield from jsonl_documents(text, source, fields, defaults)
-        elif suffix == ".csv":
-            yield from csv_documents(text, source, fields, defaults, max_bytes)
-        else:
-            yield text_document(text, source, _FILE_FORMATS[suffix], path.stem, defaults)
+        yield text_document(text, source, _FILE_FORMATS[suffix], path.stem, defaults)
     except Rejected as exc:
         yield LoadError(source, str(exc))
     except Exception as exc:  # noqa: BLE001 - any surprise in one file is that file's error, not the run's
@@ -96,21 +94,50 @@ def _suffix(path: Path) -> str:
     return suffix
 
 
+def _records(
+    path: Path, suffix: str, source: str, fields: FieldMap, max_bytes: int
+) -> Iterator[Document | LoadError]:
+    """The records of a JSONL or CSV file of any size, decoded and parsed as they are read.
+
+    Raises:
+        Rejected: the file is not a regular file, cannot be opened, or fits no encoding.
+    """
+    _check_regular(path, 2**63)  # record files hold many documents: the size limit is for single ones
+    with text_lines(path, newline="\n" if suffix == ".jsonl" else "") as (lines, encoding):
+        defaults = {"source": source} | ({"encoding": encoding} if encoding else {})
+        if suffix == ".jsonl":
+            yield from jsonl_documents(lines, source, fields, defaults)
+        else:
+            yield from csv_documents(lines, source, fields, defaults, max_bytes)
+
+
 def _read_bytes(path: Path, max_bytes: int) -> bytes:
     """The bytes of a regular file no larger than ``max_bytes``.
 
     Raises:
         Rejected: the file cannot be read, is not a regular file, or is too big.
     """
+    _check_regular(path, max_bytes)
     try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            raise Rejected("not a regular file")
-        if info.st_size > max_bytes:
-            raise Rejected(_too_big(info.st_size, max_bytes))
         return path.read_bytes()
     except OSError as exc:
         raise Rejected(exc.strerror or error_line(exc)) from None
+
+
+def _check_regular(path: Path, max_bytes: int) -> None:
+    """Check that ``path`` is a regular file (so opening it cannot hang) no larger than ``max_bytes``.
+
+    Raises:
+        Rejected: it cannot be examined, is not a regular file, or is too big.
+    """
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise Rejected(exc.strerror or error_line(exc)) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise Rejected("not a regular file")
+    if info.st_size > max_bytes:
+        raise Rejected(_too_big(info.st_size, max_bytes))
 
 
 def _too_big(size: int, limit: int) -> str:

@@ -8,9 +8,8 @@ the file goes on.
 from __future__ import annotations
 
 import csv
-import io
 import re
-from collections.abc import Container, Iterator, Sequence
+from collections.abc import Container, Iterable, Iterator, Sequence
 from typing import Any
 
 from indexer.loaders.common import FieldMap, LoadError, Rejected, error_line
@@ -27,19 +26,22 @@ _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]{0,17})(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 def jsonl_documents(
-    text: str, source: str, fields: FieldMap, defaults: dict[str, Any]
+    lines: Iterable[str], source: str, fields: FieldMap, defaults: dict[str, Any]
 ) -> Iterator[Document | LoadError]:
     """A document or error per non-blank line of a JSONL file, streamed.
+
+    Args:
+        lines: The file's lines, read as they are asked for.
 
     Raises:
         Rejected: the file holds no records.
     """
-    if not text.strip():
-        raise Rejected("no records")
     first_line: dict[str, int] = {}
-    for lineno, line in enumerate(io.StringIO(text), start=1):
+    records = 0
+    for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
+        records += 1
         try:
             record = _json_object(line)
             doc = _record_document(record, _record_keys(record, fields), defaults)
@@ -48,6 +50,8 @@ def jsonl_documents(
             yield LoadError(f"{source}:{lineno}", str(exc))
         else:
             yield doc
+    if not records:
+        raise Rejected("no records")
 
 
 def _json_object(line: str) -> dict[str, Any]:
@@ -63,12 +67,16 @@ def _json_object(line: str) -> dict[str, Any]:
 
 
 def csv_documents(
-    text: str, source: str, fields: FieldMap, defaults: dict[str, Any], max_bytes: int
+    lines: Iterable[str], source: str, fields: FieldMap, defaults: dict[str, Any], max_bytes: int
 ) -> Iterator[Document | LoadError]:
     """A document or error per row of a CSV file with a header row, streamed.
 
     Metadata values that look like numbers become numbers. Rows are numbered
     by the line they end on.
+
+    Args:
+        lines: The file's lines with their endings (opened with ``newline=""``).
+        max_bytes: The longest field accepted (a field can be as long as the file).
 
     Raises:
         Rejected: the header is malformed or lacks the id or text column, or
@@ -76,7 +84,7 @@ def csv_documents(
     """
     # A field can be as long as the file; the default 128 KiB limit would cut long texts.
     csv.field_size_limit(max(csv.field_size_limit(), min(max_bytes, 2**31 - 1)))
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    reader = csv.reader(lines, strict=True)
     header = _csv_header(reader)
     try:
         keys = _record_keys(header, fields)

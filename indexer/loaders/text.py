@@ -39,24 +39,44 @@ def decode(data: bytes) -> tuple[str, str | None]:
     Raises:
         Rejected: the bytes look binary or fit no encoding.
     """
-    bom_codec = next((codec for bom, codec in _BOMS if data.startswith(bom)), None)
-    if bom_codec is None and b"\x00" in data[:_BINARY_SNIFF_BYTES]:
-        raise Rejected("binary file, not text")
-    if bom_codec is not None:
-        try:
-            return data.decode(bom_codec), None if bom_codec == "utf-8-sig" else bom_codec
-        except UnicodeDecodeError as exc:
-            raise Rejected(
-                f"not valid {bom_codec} despite its byte-order mark ({exc.reason} at offset {exc.start})"
-            ) from None
+    codec, recorded = choose_encoding(data)
     try:
-        return data.decode("utf-8"), None
+        return data.decode(codec), recorded
+    except UnicodeDecodeError as exc:  # only a byte-order mark's codec is chosen undecoded
+        raise Rejected(f"not valid {codec} despite its byte-order mark ({exc.reason} at offset {exc.start})") from None
+
+
+def choose_encoding(data: bytes, complete: bool = True) -> tuple[str, str | None]:
+    """The codec for a file's bytes, and the encoding to record (None for UTF-8).
+
+    Args:
+        data: The whole file, or (``complete=False``) its first bytes, which
+            may end inside a character.
+        complete: Whether ``data`` is the whole file (default True).
+
+    Returns:
+        ``(codec, recorded)``: a byte-order mark's codec (not checked
+        further), else ``"utf-8"`` when the bytes are strict UTF-8, else the
+        encoding ``charset_normalizer`` finds, if it decodes them.
+
+    Raises:
+        Rejected: the bytes look binary or fit no encoding.
+    """
+    bom_codec = next((codec for bom, codec in _BOMS if data.startswith(bom)), None)
+    if bom_codec is not None:
+        return bom_codec, None if bom_codec == "utf-8-sig" else bom_codec
+    if b"\x00" in data[:_BINARY_SNIFF_BYTES]:
+        raise Rejected("binary file, not text")
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+        return "utf-8", None
     except UnicodeDecodeError as exc:
         utf8_error = exc
     guess = charset_normalizer.from_bytes(data).best()
     if guess is not None:
         try:
-            return data.decode(guess.encoding), guess.encoding
+            codecs.getincrementaldecoder(guess.encoding)().decode(data, final=complete)
+            return guess.encoding, guess.encoding
         except (LookupError, UnicodeDecodeError):
             pass
     offset = utf8_error.start

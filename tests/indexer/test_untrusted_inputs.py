@@ -211,3 +211,13 @@ def test_byte_offsets_of_long_non_ascii_text_are_linear():
     out = segment._byte_offsets(text, spans)  # noqa: SLF001 - the function under test
     assert time.perf_counter() - started < 1.0
     assert np.array_equal(out, spans * 2)
+
+
+def test_jsonl_that_stops_being_utf8_past_the_sample_keeps_the_records_before(tmp_path):
+    path = tmp_path / "late.jsonl"
+    lines = [json.dumps({"id": f"d{i}", "text": "x" * 1000}) for i in range(400)]  # 400 KB of ASCII
+    path.write_bytes("\n".join(lines).encode() + b'\n{"id": "bad", "text": "caf\xe9"}\n')
+    items = list(load_path(path))
+    assert [item.id for item in items[:-1]] == [f"d{i}" for i in range(len(items) - 1)]
+    assert items[-1].source == str(path.resolve())
+    assert items[-1].reason.startswith("not valid utf-8 after line ")
