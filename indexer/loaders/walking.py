@@ -98,7 +98,8 @@ def _inside(root: Path, paths: list[Path], skipped: list[LoadError]) -> list[Pat
         if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
             kept.append(path)
         else:
-            skipped.append(LoadError(shown_path(path), f"a link to {shown_path(real)}, outside {shown_path(top)}; not read"))
+            reason = f"a link to {shown_path(real)}, outside {shown_path(top)}; not read"
+            skipped.append(LoadError(shown_path(path), reason))
     return kept
 
 

@@ -67,3 +67,52 @@ grammar_filters = st.recursive(
     max_leaves=40,
 )
 filters = st.one_of(grammar_filters, nested(), json_like, st.just({}))
+
+
+# Folders for the indexer's walk and prune: links in and out of the tree, names that differ only in case,
+# and Markdown built to make a heading pattern backtrack.
+
+
+def symlinked_trees() -> st.SearchStrategy:
+    """A folder plan: ``(files, links)`` with files ``(relative path, text)`` and links ``(relative path, target)``.
+
+    A target is ``("in", i)`` (the i-th file, modulo), ``("out", name)`` (a file
+    outside the tree), ``("outdir", name)`` (a directory outside), ``("dangling",
+    name)`` or ``("self", 0)`` (a link to its own directory: a loop).
+    """
+    part = st.sampled_from(["a", "b", "A", "sub", "déjà", "x y"])
+    rel = st.lists(part, min_size=0, max_size=2).map("/".join)
+    file_name = st.sampled_from(["n.txt", "N.TXT", "r.md", "d.jsonl", "t.csv"])
+    files = st.lists(st.tuples(st.tuples(rel, file_name).map(lambda t: f"{t[0]}/{t[1]}".lstrip("/")),
+                               st.text(st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]),
+                                       min_size=1, max_size=30)),
+                     min_size=1, max_size=5, unique_by=lambda f: f[0])
+    target = st.one_of(st.tuples(st.just("in"), st.integers(0, 4)),
+                       st.tuples(st.sampled_from(["out", "outdir", "dangling"]), st.sampled_from(["k.txt", "s.md"])),
+                       st.just(("self", 0)))
+    link_name = st.tuples(rel, st.sampled_from(["l.txt", "L.md", "ln"])).map(lambda t: f"{t[0]}/{t[1]}".lstrip("/"))
+    links = st.lists(st.tuples(link_name, target), max_size=4, unique_by=lambda link: link[0])
+    return st.tuples(files, links)
+
+
+def case_colliding_folders() -> st.SearchStrategy:
+    """Two to four folder names that are equal ignoring ASCII case (``a``, ``A``, ``a_`` ...), with file names."""
+    base = st.sampled_from(["a", "notes", "Data", "x%", "a_b", "é"])
+
+    def variants(name: str) -> st.SearchStrategy:
+        spellings = sorted({name, name.lower(), name.upper(), name.swapcase(), name.title()})
+        pool = spellings + [name + "_", name.replace("_", "%")]
+        return st.lists(st.sampled_from(pool), min_size=2, max_size=4, unique=True)
+
+    return base.flatmap(variants)
+
+
+def pathological_markdown() -> st.SearchStrategy:
+    """Markdown text whose heading lines are long runs of blanks, ``#`` and tabs around little text."""
+    piece = st.sampled_from([" ", "\t", "#", "a", "\u3000", "```", "~~~", "\n"])
+    short = st.lists(piece, max_size=30).map("".join)
+    runs = st.tuples(st.sampled_from(["# a", "###### ", "   #\t", "# ", "#"]),
+                     st.sampled_from([" ", "\t", " #", "# ", "\t#"]), st.integers(1000, 60_000),
+                     st.sampled_from(["", "b", "#", " #", "\t"]))
+    long_line = runs.map(lambda r: r[0] + r[1] * (r[2] // len(r[1])) + r[3])
+    return st.one_of(short, st.tuples(short, long_line, short).map("\n".join))

@@ -9,9 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from indexer.job import index_paths
-from indexer.loaders import shown_path
+from indexer.loaders import SUPPORTED_SUFFIXES, LoadError, load_path, shown_path
 from tests.hostile.conftest import case, examples
-from tests.hostile.strategies import hostile_text, json_like, nested
+from tests.hostile.strategies import (
+    case_colliding_folders, hostile_text, json_like, nested, pathological_markdown, symlinked_trees,
+)  # fmt: skip
 
 SUFFIXES = [".txt", ".md", ".jsonl", ".csv", ".html", ".htm", ".pdf", ".TXT"]
 names = st.binary(min_size=1, max_size=10).filter(
@@ -63,3 +65,81 @@ def test_every_file_is_indexed_or_reported_and_the_run_goes_on(col, folder, tmp_
 def _file_of(source: str) -> str:
     head, _, tail = source.rpartition(":")
     return head if head and tail.isdigit() else source
+
+
+def _make_tree(base, plan):
+    """Lay out ``symlinked_trees``'s plan under ``base``: ``(root, links made as (path, kind))``."""
+    root, outside = base / "root", base / "outside"
+    (outside / "outdir").mkdir(parents=True)
+    for name in ("k.txt", "s.md"):
+        (outside / name).write_text(f"outside secret {name}", encoding="utf-8")
+        (outside / "outdir" / name).write_text(f"outside folder {name}", encoding="utf-8")
+    files, links = plan
+    for rel, text in files:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    made = []
+    for rel, (kind, arg) in links:
+        link = root / rel
+        if any(p.is_symlink() for p in [link, *link.parents]) or link.exists():
+            continue
+        target = {"in": lambda: root / files[arg % len(files)][0], "out": lambda: outside / arg,
+                  "outdir": lambda: outside / "outdir", "dangling": lambda: outside / ("gone-" + arg),
+                  "self": lambda: link.parent}[kind]()  # fmt: skip
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target, target_is_directory=target.is_dir())
+        made.append((link, kind))
+    return root, made
+
+
+@settings(max_examples=examples(15))
+@given(plan=symlinked_trees())
+def test_links_never_bring_in_files_from_outside_the_root(col, plan, tmp_path_factory):
+    root, links = _make_tree(tmp_path_factory.mktemp("links"), plan)
+    top = os.path.realpath(root) + "/"
+    with case("symlinked trees"):
+        report = index_paths(col, [root], progress=False)
+        w = report.written
+        for doc_id in w.added + w.updated + w.unchanged:
+            assert col.get(doc_id).metadata["source"].startswith(top), (doc_id, report.summary())
+        reported = {error.source for error in report.skipped}
+        for link, kind in links:
+            leaves = kind == "outdir" or (kind in ("out", "dangling") and link.suffix.lower() in SUPPORTED_SUFFIXES)
+            assert not leaves or shown_path(link) in reported, (link, report.summary())
+        again = index_paths(col, [root], prune=True, progress=False)
+        assert again.written.deleted == [], again.summary()
+
+
+@settings(max_examples=examples(8))
+@given(names=case_colliding_folders())
+def test_prune_of_one_folder_never_touches_its_case_twins(col, names, tmp_path_factory):
+    base = tmp_path_factory.mktemp("cases")
+    for i, name in enumerate(names):
+        (base / name).mkdir()
+        (base / name / "f.txt").write_text(f"folder {i} {name}", encoding="utf-8")
+    with case("case-colliding folders"):
+        index_paths(col, [base], progress=False)
+        for name in names:
+            assert index_paths(col, [base / name], prune=True, progress=False).written.deleted == []
+        gone = base / names[0] / "f.txt"
+        gone_id = os.path.realpath(gone)
+        gone.unlink()
+        report = index_paths(col, [base / names[0]], prune=True, progress=False)
+        assert report.written.deleted == [gone_id], report.summary()
+        for name in names[1:]:
+            assert os.path.realpath(base / name / "f.txt") in col.ids()
+
+
+@settings(max_examples=examples(30))
+@given(text=pathological_markdown())
+def test_pathological_markdown_loads_with_a_trimmed_title(text, tmp_path_factory):
+    path = tmp_path_factory.mktemp("md") / "doc.md"
+    path.write_text(text, encoding="utf-8")
+    with case("pathological markdown"):
+        (item,) = load_path(path)
+    if isinstance(item, LoadError):
+        assert item.reason == "empty document", item
+        return
+    assert item.title == "doc" or any(item.title in line for line in text.splitlines()), item.title
+    assert item.title == item.title.strip(" \t") and item.title.strip(), repr(item.title)
