@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from app.commands.base import EXIT_FAILURE, EXIT_OK, UsageError, add_collection_arg, add_commands
+from app.loopback import is_loopback, named_hosts
 
 UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by app/ui.py, which asks every session for it
 UI_SCRIPT = Path(__file__).resolve().parents[1] / "ui.py"
@@ -77,13 +78,22 @@ def run_ui(args) -> int:
             "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
             "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
-            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5"]
+            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5",
+            *ui_allowed_hosts(args.host)]
     env = dict(os.environ, SEMSEARCH_UI_COLLECTION=str(root.resolve()))
     print(f"semsearch: UI for {root} at http://{args.host}:{args.port}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # the process becomes Streamlit: Ctrl-C and signals reach it
     return EXIT_FAILURE  # pragma: no cover - execve does not return
+
+
+def ui_allowed_hosts(host: str) -> list[str]:
+    """Streamlit flags accepting only loopback ``Host`` names and ``host`` (DNS rebinding), unless a password is set."""
+    if os.environ.get(UI_PASSWORD_ENV):
+        return []
+    names = ["localhost", "127.0.0.1", "::1", *sorted(named_hosts([host]))]
+    return [flag for name in dict.fromkeys(names) for flag in ("--server.allowedHosts", name)]
 
 
 def require_api_extra() -> None:
@@ -104,7 +114,7 @@ def run_serve(args) -> int:
                "access_log": args.access_log}
     ready_dir = None
     if args.workers == 1:
-        app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
+        app = create_app(args.collection, api_key=key, deadline_s=args.deadline, allowed_hosts=(args.host,))
     else:  # worker processes build the app themselves, from these settings
         ready_dir = prepare_workers(args, key)
         app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
@@ -147,23 +157,11 @@ def prepare_workers(args, key: str | None) -> str:
 
     Collection.open(args.collection).close()
     ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
-    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers)
+    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers, (args.host,))
     if key:
         os.environ[API_KEY_ENV] = key
     os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
     return ready_dir
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable only from this machine (``localhost``, 127.x, ``::1``)."""
-    import ipaddress
-
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_listen(host: str, port: int) -> None:

@@ -160,6 +160,21 @@ def test_ui_refuses_a_public_address_without_a_password(capsys, monkeypatch, tmp
     assert code == 2 and "without a password" in err and "SEMSEARCH_UI_PASSWORD" in err
 
 
+def test_ui_tells_streamlit_to_accept_only_loopback_host_names(capsys, monkeypatch, tmp_path):
+    """DNS rebinding: without a password Streamlit's own Host allow-list is set, not left empty (any name)."""
+    pytest.importorskip("streamlit")
+    import app.commands.services as services
+
+    monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
+    started = []
+    monkeypatch.setattr(services.os, "execve", lambda _exe, argv, _env: started.append(argv))
+    monkeypatch.setattr(services, "check_listen", lambda host, port: None)
+    run(capsys, "ui", "-c", tmp_path)
+    argv = started[0]
+    hosts = [argv[i + 1] for i, flag in enumerate(argv) if flag == "--server.allowedHosts"]
+    assert set(hosts) == {"localhost", "127.0.0.1", "::1"}
+
+
 def test_search_imports_neither_torch_nor_transformers(docs, tmp_path, tiny_model_dir, capsys):
     """Once the model is exported (by indexing), `semsearch search` runs on tokenizers + ONNX/OpenVINO."""
     col = tmp_path / "col"

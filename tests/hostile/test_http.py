@@ -115,7 +115,8 @@ def test_every_request_past_its_deadline_is_503_and_writes_nothing(hostile_colle
 
     path = tmp_path / "col"
     shutil.copytree(hostile_collection, path)
-    with TestClient(create_app(path, deadline_s=0, warm_up=False), raise_server_exceptions=False) as client:
+    with TestClient(create_app(path, deadline_s=0, warm_up=False), base_url="http://127.0.0.1",
+                    raise_server_exceptions=False) as client:
         col = client.app.state.collection
         before = fingerprint(col)
         for method, route, body in [("POST", "/search", {"query": "tea"}), ("POST", "/embed", {"texts": ["a"]}),
