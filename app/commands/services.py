@@ -48,8 +48,10 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     add_collection_arg(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
-                   "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
+    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health; needed to listen "
+                   "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
+                   "--api-key-file")
+    p.add_argument("--api-key-file", metavar="FILE", help="read the key from the first line of FILE instead")
     p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default %(default)g)")
     p.add_argument("--access-log", action="store_true",
@@ -108,7 +110,7 @@ def run_serve(args) -> int:
 
     from app.server import API_KEY_ENV, create_app
 
-    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    key = api_key(args, os.environ.get(API_KEY_ENV))
     check_serve_args(args, key)
     options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
                "access_log": args.access_log}
@@ -127,6 +129,25 @@ def run_serve(args) -> int:
         if ready_dir is not None:
             shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
+
+
+def api_key(args, from_env: str | None) -> str | None:
+    """The key from ``--api-key``, the first line of ``--api-key-file``, or ``$SEMSEARCH_API_KEY``, in that order.
+
+    Raises:
+        UsageError: ``--api-key-file`` cannot be read or its first line is empty.
+    """
+    if args.api_key:
+        return args.api_key
+    if args.api_key_file:
+        try:
+            lines = Path(args.api_key_file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--api-key-file {args.api_key_file}: cannot read it ({exc})") from None
+        if not lines or not lines[0].strip():
+            raise UsageError(f"--api-key-file {args.api_key_file}: its first line is empty")
+        return lines[0].strip()
+    return from_env or None
 
 
 def check_serve_args(args, key: str | None) -> None:

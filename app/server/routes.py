@@ -14,6 +14,7 @@ from fastapi import FastAPI, HTTPException
 
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
+from app.server.public import public_info
 from app.server.schemas import (
     DocumentOut,
     DocumentsRequest,
@@ -51,7 +52,7 @@ def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, wo
     async def stats() -> dict[str, Any]:
         """Documents, chunks, model, index type, size on disk, last update, search modes, the run-time encoder."""
         return await limit.run(
-            lambda: collection.info()
+            lambda: public_info(collection.info())
             | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
         )
 

@@ -546,3 +546,29 @@ def test_without_a_key_only_loopback_host_names_are_answered(tmp_path, tiny_mode
     keyed = create_app(tmp_path / "col", api_key="k", warm_up=False)
     with TestClient(keyed, base_url="http://search.example") as client:  # the key is what a page cannot send
         assert client.get("/stats", headers={"X-API-Key": "k"}).status_code == 200
+
+
+def test_stats_and_error_answers_show_no_absolute_path_or_database_host(tmp_path, tiny_model_dir, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection, SemsearchError
+
+    root = tmp_path / "private-place" / "col"
+    with Collection.create(root, tiny_model_dir) as col:
+        col.upsert(DOCS[:1])
+    app = create_app(root, warm_up=False)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+        stats = client.get("/stats")
+        assert stats.status_code == 200 and str(tmp_path) not in stats.text and str(tiny_model_dir) not in stats.text
+        assert stats.json()["path"] == "col" and stats.json()["catalog"] == "sqlite"
+
+        def failing(*_args, **_kwargs):
+            raise SemsearchError(f"cannot read {root.resolve()}/segments/seg-1/text.bin: broken; "
+                                 "catalog postgresql+psycopg://ann:***@db.internal:5432/search failed")
+
+        monkeypatch.setattr(app.state.collection, "search", failing)
+        answer = client.post("/search", json={"query": "tea"})
+        assert answer.status_code == 500
+        detail = answer.json()["detail"]
+        assert str(tmp_path) not in detail and "db.internal" not in detail and "segments/seg-1/text.bin" in detail
