@@ -31,7 +31,9 @@ def host_name(header: str) -> str:
     """The name in a ``Host`` header (``name``, ``name:port``, ``[v6]:port``) without port or brackets, lower-case."""
     value = header.strip().lower()
     if value.startswith("["):
-        return value[1:].split("]", 1)[0]
+        inside, _, after = value[1:].partition("]")
+        port_only = after == "" or (after.startswith(":") and after[1:].isdigit() and after[1:].isascii())
+        return inside if port_only else value  # "[::1].evil.example" is a name, not ::1
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
