@@ -14,7 +14,7 @@ order:
 
 A collection directory may come from someone else, so the password from the
 environment (3, 4) goes only to a URL the user gave in this process
-(``for_manifest``, ``trust``) or whose every host is listed in
+(``for_manifest``, as ``Collection.create`` does) or whose every host is listed in
 ``SEMSEARCH_CATALOG_HOSTS`` (comma-separated ``host`` or ``host:port``); a
 manifest naming any other host is refused with an error that says so. A
 PostgreSQL connection that carries a password always requires SCRAM
@@ -28,7 +28,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError
 
 from retriever.errors import SemsearchError
@@ -95,23 +96,12 @@ def for_manifest(url: str | None) -> str | None:
         raise SemsearchError(f"cannot use catalog URL {redact(url)}: not a SQLAlchemy URL")
     password = parsed.password if parsed.password is not None else _query_password(parsed)
     if password is None:
-        _given.add(str(url))
+        _given.add(_bare(parsed))
         return str(url)
     bare = _bare(parsed)
     _remembered[bare] = str(password)
     _given.add(bare)
     return bare
-
-
-def trust(url: str) -> None:
-    """Let the environment's password go to ``url`` in this process (the user named it).
-
-    Args:
-        url: A catalog URL as the manifest stores it (without a password).
-    """
-    parsed = _parse(url)
-    if parsed is not None:
-        _given.add(_bare(parsed))
 
 
 def hosts(url: URL) -> list[str]:
@@ -158,17 +148,22 @@ def password_from_environment() -> str | None:
 
 
 def _require_scram(url: URL) -> URL:
-    """``url`` (which carries a password) made to refuse any PostgreSQL authentication but SCRAM.
+    """``url`` (which carries a password), refused unless its PostgreSQL driver can require SCRAM.
 
     Raises:
         SemsearchError: A PostgreSQL driver that cannot require SCRAM.
     """
-    if url.get_backend_name() != "postgresql":
-        return url
-    if url.get_driver_name() not in LIBPQ_DRIVERS:
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() not in LIBPQ_DRIVERS:
         raise SemsearchError(f"catalog URL {redact(url)}: a password is sent only through psycopg, which can "
                              f"require SCRAM authentication; use postgresql+psycopg://")
-    return url.update_query_dict({"require_auth": SCRAM})
+    return url
+
+
+@event.listens_for(Engine, "do_connect")
+def _scram_only(dialect, _record, _cargs, cparams) -> None:
+    """Every PostgreSQL connection that sends a password requires SCRAM, whatever its URL's query says."""
+    if dialect.name == "postgresql" and cparams.get("password"):
+        cparams["require_auth"] = SCRAM
 
 
 def with_password(url: str | URL) -> str | URL:

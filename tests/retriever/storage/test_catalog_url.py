@@ -72,9 +72,20 @@ def test_a_host_named_only_by_a_manifest_gets_no_password_from_the_environment(m
 
 
 def test_a_password_is_sent_only_with_scram_required(monkeypatch):
-    stored = for_manifest("postgresql+psycopg://ann:pw@db-scram/search?require_auth=password")
-    connect = with_password(stored)
-    assert connect.password == "pw" and connect.query["require_auth"] == "scram-sha-256"
+    from sqlalchemy import create_engine, event
+
+    stored = for_manifest("postgresql+psycopg://ann:pw@127.0.0.1:1/search?require_auth=password")
+    engine = create_engine(with_password(stored))
+    sent = []
+
+    @event.listens_for(engine, "do_connect")
+    def record(_dialect, _record, _cargs, cparams):
+        sent.append(dict(cparams))
+        raise SemsearchError("recorded")
+
+    with pytest.raises(Exception, match="recorded"):
+        engine.connect()
+    assert sent[0]["password"] == "pw" and sent[0]["require_auth"] == "scram-sha-256"
     with pytest.raises(SemsearchError, match="SCRAM"):
         with_password("postgresql+pg8000://ann:pw@db-scram/search")
 
