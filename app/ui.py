@@ -8,7 +8,9 @@ the committed generation on every search, so documents written by a batch job,
 the HTTP API or another browser tab show up without a restart.
 
 When ``SEMSEARCH_UI_PASSWORD`` is set, every browser session must first enter
-that password (``semsearch ui`` refuses to listen off loopback without it).
+that password. Without it the page serves only a loopback address and
+loopback ``Host`` names (``ui_guard``): ``semsearch ui`` refuses other
+addresses, and so does this script when run with ``streamlit run``.
 
 This file is the entry script: sign-in and the page's layout. The pieces are
 modules beside it, one concern each: ``ui_markup`` (icons, CSS, escaping),
@@ -35,6 +37,7 @@ import streamlit as st
 from app import ui_support as sup
 from app.ui_add import add_page, add_pasted, show_add_report
 from app.ui_cache import LOCK_TIMEOUT_S, collection_info, metadata_examples, open_collection, run_search
+from app.ui_guard import ENV_PASSWORD, refused
 from app.ui_markup import BRAND, CSS, FILE_ICON, LOGO, esc, md_escape
 from app.ui_pages import collection_page, document_page, empty_root, result_card, search_page
 from app.ui_sidebar import DEFAULT_K, MAX_K, sidebar_collection, sidebar_settings, sidebar_stats
@@ -55,7 +58,6 @@ __all__ = [
 
 log = logging.getLogger("semsearch.ui")
 
-ENV_PASSWORD = "SEMSEARCH_UI_PASSWORD"
 
 
 # -- the app -----------------------------------------------------------------------
@@ -82,7 +84,7 @@ def main() -> None:
     st.set_page_config(page_title="semsearch", page_icon="🔎", layout="wide", initial_sidebar_state="expanded",
                        menu_items={"About": "semsearch: semantic search over your own documents."})
     st.html(CSS)
-    if not signed_in():
+    if refused() or not signed_in():
         return
     root = collection_root()
     if root is None:

@@ -7,16 +7,17 @@ free JSON filter, ANDed together.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
 from app import ui_support as sup
+from app.ui_json import parse_object
 from app.ui_markup import BRAND, md_escape, stats_html
 from app.ui_state import clear_filters, default_mode, url_index
 from retriever import Collection
+from retriever.errors import BadInputError
 
 MAX_K = 50
 DEFAULT_K = 10
@@ -124,13 +125,9 @@ def json_filter() -> tuple[dict | None, str | None]:
         help="Any filter semsearch understands: equality, $gt $gte $lt $lte $ne, $in $nin, $and $or $not. "
         "Combined with the fields above.",
     )
-    extra, problem = None, None
-    if raw and raw.strip():
-        try:
-            extra = json.loads(raw)
-            if not isinstance(extra, dict):
-                problem = f"the JSON filter must be an object like {{\"lang\": \"en\"}}, not {type(extra).__name__}"
-                extra = None
-        except json.JSONDecodeError as exc:
-            problem = f"the JSON filter is not valid JSON ({exc.msg} at character {exc.pos})"
-    return extra, problem
+    if not raw or not raw.strip():
+        return None, None
+    try:
+        return parse_object(raw, "the JSON filter"), None
+    except BadInputError as exc:
+        return None, str(exc)

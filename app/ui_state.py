@@ -61,11 +61,11 @@ def url_index(options: list[str], key: str) -> int:
 def document_span() -> tuple[int | None, int | None]:
     """The URL's ``span`` as ``(start, end)`` character offsets, ``(None, None)`` when absent or malformed."""
     span = st.query_params.get("span", "")
-    if "-" in span:
-        lo, _, hi = span.partition("-")
-        if lo.isdigit() and hi.isdigit():
-            return int(lo), int(hi)
-    return None, None
+    lo, _, hi = span.partition("-")
+    if not all(part.isascii() and part.isdecimal() and len(part) <= 12 for part in (lo, hi)):
+        return None, None  # "²-3" and "٣-5" are digits to str.isdigit, not to int()
+    start, end = int(lo), int(hi)
+    return (start, end) if start <= end else (None, None)
 
 
 def open_document(doc_id: str, start: int, end: int) -> None:

@@ -382,19 +382,15 @@ def pasted_document(text: str, title: str = "", doc_id: str = "", metadata_json:
     text, so pasting the same text twice does not duplicate it.
 
     Raises:
-        BadInputError: empty text or metadata that is not a JSON object.
+        BadInputError: empty text, or metadata that is not a JSON object (``ui_json.parse_object``).
     """
+    from app.ui_json import parse_object
     from retriever.errors import BadInputError
 
     if not text or not text.strip():
         raise BadInputError("the text is empty; paste the document's text")
     metadata: Any = {}
     if metadata_json and metadata_json.strip():
-        try:
-            metadata = json.loads(metadata_json)
-        except json.JSONDecodeError as exc:
-            raise BadInputError(f"metadata is not valid JSON: {exc}") from None
-        if not isinstance(metadata, dict):
-            raise BadInputError(f"metadata must be a JSON object, got {type(metadata).__name__}")
+        metadata = parse_object(metadata_json, "metadata")
     doc_id = doc_id.strip() or "pasted-" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
     return {"id": doc_id, "title": title.strip(), "text": text, "metadata": metadata}

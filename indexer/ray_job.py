@@ -46,13 +46,17 @@ from indexer.ray_stage import WORKER_BATCH_DOCS, StageWorker
 from indexer.runs import IndexReport, Sightings, walk_targets
 from retriever import Collection
 from retriever.errors import BadInputError
+from retriever.storage.catalog_url import HOSTS_ENV, hosts
 from retriever.storage.staging import this_owner
 
 MAX_READ_BLOCKS = 1000  # blocks of input paths: the parallelism of reading and parsing
-# Environment a worker needs from the driver (offline model loading, catalog password).
+# Environment a worker needs from the driver (offline model loading, where the catalog password is).
+# Never the password itself: Ray stores a runtime_env and shows it. A worker reads the password from
+# the file SEMSEARCH_CATALOG_PASSWORD_FILE names, or from SEMSEARCH_CATALOG_PASSWORD in its own
+# environment (which a local Ray's workers inherit from this process).
 FORWARDED_ENV = (
     "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "SEMSEARCH_BACKEND",
-    "SEMSEARCH_CATALOG_PASSWORD", "SEMSEARCH_CATALOG_PASSWORD_FILE",
+    "SEMSEARCH_CATALOG_PASSWORD_FILE",
 )  # fmt: skip
 
 
@@ -99,7 +103,7 @@ def index_paths_ray(
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     try:
         if targets:
-            with _ray_session(address, workers) as (n_workers, threads):
+            with _ray_session(address, workers, worker_env(collection.manifest.catalog_url)) as (n_workers, threads):
                 ds = _pipeline(collection, targets, fields, max_bytes, batch_docs, n_workers, threads)
                 for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
                     for row in batch.to_pylist():
@@ -150,21 +154,41 @@ def _pipeline(
     )
 
 
+def worker_env(catalog_url: str | None) -> dict[str, str]:
+    """The ``runtime_env`` variables of the workers: ``FORWARDED_ENV`` as set here, and the catalog's hosts.
+
+    The catalog URL's hosts join ``SEMSEARCH_CATALOG_HOSTS`` (this driver opened it, so workers may send it
+    the password they read themselves); the password never travels.
+
+    Args:
+        catalog_url: The collection's catalog URL as its manifest stores it, or ``None`` (SQLite).
+    """
+    from sqlalchemy.engine import make_url
+
+    env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    listed = [h.strip() for h in os.environ.get(HOSTS_ENV, "").split(",") if h.strip()]
+    if catalog_url and not catalog_url.startswith("sqlite"):
+        listed += hosts(make_url(catalog_url))
+    if listed:
+        env[HOSTS_ENV] = ",".join(dict.fromkeys(listed))
+    return env
+
+
 class _ray_session:
     """Ray for one job: joins ``address``, uses an initialised Ray, or starts (and stops) a local one.
 
     Entering gives ``(workers, torch threads per worker or None)``.
     """
 
-    def __init__(self, address: str | None, workers: int | None) -> None:
-        self.address, self.workers, self.started = address, workers, False
+    def __init__(self, address: str | None, workers: int | None, env: dict[str, str]) -> None:
+        self.address, self.workers, self.started, self.env = address, workers, False, env
         self.data_log = logging.getLogger("ray.data")
         self.data_log_level = self.data_log.level
 
     def __enter__(self) -> tuple[int, int | None]:
         self.data_log.setLevel(max(self.data_log_level, logging.WARNING))  # the job's bar says how it goes
         cores = os.cpu_count() or 1
-        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+        env = self.env
         if not ray.is_initialized():
             local = self.address is None
             workers = self.workers or cores

@@ -28,6 +28,7 @@ from retriever import validation
 from retriever.documents import Document, Hit
 from retriever.encoding.chunking import Chunker
 from retriever.encoding.embedder import Embedder
+from retriever.encoding.models import check_manifest_model
 from retriever.encoding.passages import embed_documents, given_vectors
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search import vector_index
@@ -208,8 +209,14 @@ class Collection:
     # -- model ------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
-        """The collection's embedder, loaded (and checked against the manifest) on first use."""
+        """The collection's embedder, loaded (and checked against the manifest) on first use.
+
+        Raises:
+            BadInputError: The manifest names a model directory the user must
+                name themselves (``check_manifest_model``).
+        """
         if self._embedder is None:
+            check_manifest_model(self.manifest.model["name"])
             embedder = Embedder(self.manifest.model["name"])
             self.manifest.check_model(self.root, embedder)
             self._embedder = embedder

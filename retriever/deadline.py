@@ -2,8 +2,9 @@
 
 A caller (the HTTP service, for each request) runs work inside
 ``with deadline(seconds):``. Inside it, SQLite statements are interrupted once
-the deadline passes (a progress handler installed on every SQLite connection)
-and ``Embedder.embed`` stops between batches, both raising
+the deadline passes (a progress handler installed on every SQLite connection),
+PostgreSQL ones are cancelled by the server (each gets a ``statement_timeout``
+of the time left), and ``Embedder.embed`` stops between batches, both raising
 ``DeadlineExceededError``; a commit past the deadline is refused, so a write
 that runs late rolls back like any failed one.
 Outside such a block nothing changes: the Python API and the command line
@@ -73,3 +74,23 @@ def _install_progress_handler(dbapi_connection, _record) -> None:
 @event.listens_for(Engine, "commit")
 def _refuse_a_late_commit(_connection) -> None:
     check("the write")  # raising here rolls the transaction back: a write past its deadline changes nothing
+
+
+_PG_TIMEOUT = "semsearch_statement_timeout"  # connection.info key: this connection's statement_timeout is set
+
+
+@event.listens_for(Engine, "before_cursor_execute")
+def _postgres_statement_timeout(conn, cursor, _statement, _parameters, _context, _executemany) -> None:
+    """On PostgreSQL, give each statement under a deadline a ``statement_timeout`` of the time left.
+
+    The server then cancels a query that runs past the deadline (there is no
+    progress handler as in SQLite); outside a deadline the limit is lifted
+    again on a connection that had one.
+    """
+    if conn.dialect.name != "postgresql":
+        return
+    left = remaining()
+    if left is None and not conn.info.get(_PG_TIMEOUT):
+        return
+    cursor.execute(f"SET statement_timeout = {0 if left is None else max(1, int(left * 1000))}")
+    conn.info[_PG_TIMEOUT] = left is not None

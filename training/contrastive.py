@@ -109,21 +109,14 @@ def load_mean_pooling_model(location: str | Path, device: str | None = None):
 
     ``"all-MiniLM-L6-v2"`` names the packaged default encoder.
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
-    from transformers.utils import logging as hf_logging
 
-    from retriever.encoding.embedder import resolve_model
+    from retriever.encoding.models import open_sentence_transformer, resolve_model
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
     location = resolve_model(location)[1]
     if not Path(location).is_dir():
         raise BadInputError(f"{location}: no such model directory")
-    try:
-        model = SentenceTransformer(str(location), device=device)
-    except (OSError, ValueError) as exc:
-        raise BadInputError(f"cannot load model {str(location)!r}: {str(exc).splitlines()[0]}") from None
+    model = open_sentence_transformer(location, device)  # no remote code
     poolings = [m for m in model if isinstance(m, Pooling)]
     if not poolings or any(m.pooling_mode != "mean" for m in poolings):
         modes = ", ".join(m.pooling_mode for m in poolings) or "none"

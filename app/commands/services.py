@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from app.commands.base import EXIT_FAILURE, EXIT_OK, UsageError, add_collection_arg, add_commands
+from app.loopback import is_loopback, named_hosts
 
 UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by app/ui.py, which asks every session for it
 UI_SCRIPT = Path(__file__).resolve().parents[1] / "ui.py"
@@ -47,8 +48,10 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     add_collection_arg(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health (default: "
-                   "$SEMSEARCH_API_KEY); needed to listen on any address but loopback")
+    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health; needed to listen "
+                   "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
+                   "--api-key-file")
+    p.add_argument("--api-key-file", metavar="FILE", help="read the key from the first line of FILE instead")
     p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default %(default)g)")
     p.add_argument("--access-log", action="store_true",
@@ -77,13 +80,22 @@ def run_ui(args) -> int:
             "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
             "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
-            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5"]
+            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5",
+            *ui_allowed_hosts(args.host)]
     env = dict(os.environ, SEMSEARCH_UI_COLLECTION=str(root.resolve()))
     print(f"semsearch: UI for {root} at http://{args.host}:{args.port}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(sys.executable, argv, env)  # the process becomes Streamlit: Ctrl-C and signals reach it
     return EXIT_FAILURE  # pragma: no cover - execve does not return
+
+
+def ui_allowed_hosts(host: str) -> list[str]:
+    """Streamlit flags accepting only loopback ``Host`` names and ``host`` (DNS rebinding), unless a password is set."""
+    if os.environ.get(UI_PASSWORD_ENV):
+        return []
+    names = ["localhost", "127.0.0.1", "::1", *sorted(named_hosts([host]))]
+    return [flag for name in dict.fromkeys(names) for flag in ("--server.allowedHosts", name)]
 
 
 def require_api_extra() -> None:
@@ -98,13 +110,13 @@ def run_serve(args) -> int:
 
     from app.server import API_KEY_ENV, create_app
 
-    key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    key = api_key(args, os.environ.get(API_KEY_ENV))
     check_serve_args(args, key)
     options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
                "access_log": args.access_log}
     ready_dir = None
     if args.workers == 1:
-        app = create_app(args.collection, api_key=key, deadline_s=args.deadline)
+        app = create_app(args.collection, api_key=key, deadline_s=args.deadline, allowed_hosts=(args.host,))
     else:  # worker processes build the app themselves, from these settings
         ready_dir = prepare_workers(args, key)
         app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
@@ -117,6 +129,25 @@ def run_serve(args) -> int:
         if ready_dir is not None:
             shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
+
+
+def api_key(args, from_env: str | None) -> str | None:
+    """The key from ``--api-key``, the first line of ``--api-key-file``, or ``$SEMSEARCH_API_KEY``, in that order.
+
+    Raises:
+        UsageError: ``--api-key-file`` cannot be read or its first line is empty.
+    """
+    if args.api_key:
+        return args.api_key
+    if args.api_key_file:
+        try:
+            lines = Path(args.api_key_file).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--api-key-file {args.api_key_file}: cannot read it ({exc})") from None
+        if not lines or not lines[0].strip():
+            raise UsageError(f"--api-key-file {args.api_key_file}: its first line is empty")
+        return lines[0].strip()
+    return from_env or None
 
 
 def check_serve_args(args, key: str | None) -> None:
@@ -147,23 +178,11 @@ def prepare_workers(args, key: str | None) -> str:
 
     Collection.open(args.collection).close()
     ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
-    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers)
+    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers, (args.host,))
     if key:
         os.environ[API_KEY_ENV] = key
     os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
     return ready_dir
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is reachable only from this machine (``localhost``, 127.x, ``::1``)."""
-    import ipaddress
-
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_listen(host: str, port: int) -> None:

@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from app.server.public import public_message
 from app.server.responses import AsciiJSONResponse
 from retriever.errors import BadInputError, CollectionLockedError, DeadlineExceededError, SemsearchError
 from retriever.unicode_policy import printable
@@ -46,8 +47,8 @@ def add_error_handlers(app: FastAPI) -> None:
         return AsciiJSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(BadInputError)
-    async def bad_input(_request: Request, exc: BadInputError) -> JSONResponse:
-        return AsciiJSONResponse({"detail": one_line(str(exc))}, status_code=400)
+    async def bad_input(request: Request, exc: BadInputError) -> JSONResponse:
+        return AsciiJSONResponse({"detail": shown(request, exc)}, status_code=400)
 
     @app.exception_handler(RecursionError)
     async def too_deep(_request: Request, _exc: RecursionError) -> JSONResponse:
@@ -55,19 +56,24 @@ def add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(CollectionLockedError)
     @app.exception_handler(DeadlineExceededError)
-    async def unavailable(_request: Request, exc: SemsearchError) -> JSONResponse:
-        return AsciiJSONResponse({"detail": one_line(str(exc))}, status_code=503, headers={"Retry-After": "5"})
+    async def unavailable(request: Request, exc: SemsearchError) -> JSONResponse:
+        return AsciiJSONResponse({"detail": shown(request, exc)}, status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(SemsearchError)
-    async def failed(_request: Request, exc: SemsearchError) -> JSONResponse:
-        log.error("request failed: %s", exc)
-        return AsciiJSONResponse({"detail": one_line(str(exc))}, status_code=500)
+    async def failed(request: Request, exc: SemsearchError) -> JSONResponse:
+        log.error("request failed: %s", exc)  # the log keeps the paths; the answer does not
+        return AsciiJSONResponse({"detail": shown(request, exc)}, status_code=500)
 
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
         return AsciiJSONResponse({"detail": f"internal error ({type(exc).__name__}); see the server log"},
                                  status_code=500)
+
+
+def shown(request: Request, exc: Exception) -> str:
+    """The error's message for the answer: one line, without absolute paths or the catalog URL."""
+    return one_line(public_message(str(exc), getattr(request.app.state, "collection", None)))
 
 
 def validation_errors(raw: Sequence[dict[str, Any]]) -> list[dict[str, str]]:

@@ -14,6 +14,8 @@ from fastapi import FastAPI, HTTPException
 
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
+from app.server.merging import BackgroundMerges
+from app.server.public import public_info
 from app.server.schemas import (
     DocumentOut,
     DocumentsRequest,
@@ -51,7 +53,7 @@ def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, wo
     async def stats() -> dict[str, Any]:
         """Documents, chunks, model, index type, size on disk, last update, search modes, the run-time encoder."""
         return await limit.run(
-            lambda: collection.info()
+            lambda: public_info(collection.info())
             | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
         )
 
@@ -82,7 +84,12 @@ def add_search_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
 
 
 def add_document_routes(app: FastAPI, collection: Collection, limit: Deadline) -> None:
-    """``POST /documents``, ``GET /documents/{id}`` and ``DELETE /documents/{id}``."""
+    """``POST /documents``, ``GET /documents/{id}`` and ``DELETE /documents/{id}``.
+
+    A write commits within its deadline; the merge it may call for runs after, in the background.
+    """
+    merges = BackgroundMerges(collection)
+    app.state.merges = merges
 
     @app.post("/documents", response_model=WriteResponse, tags=["documents"])
     async def add_documents(request: DocumentsRequest) -> dict[str, Any]:
@@ -91,7 +98,9 @@ def add_document_routes(app: FastAPI, collection: Collection, limit: Deadline) -
         duplicates = sorted({i for i in ids if ids.count(i) > 1})
         if duplicates:
             raise HTTPException(422, f"documents: id {printable(duplicates[0])} appears more than once")
-        return await limit.run(write_documents, collection, request)
+        answer = await limit.run(write_documents, collection, request)
+        merges.kick()
+        return answer
 
     @app.get("/documents/{doc_id:path}", response_model=DocumentOut, tags=["documents"])
     async def get_document(doc_id: str) -> dict[str, Any]:
@@ -105,6 +114,7 @@ def add_document_routes(app: FastAPI, collection: Collection, limit: Deadline) -
     async def delete_document(doc_id: str) -> dict[str, str]:
         """Remove a document; it disappears from results at once."""
         report = await limit.run(collection.delete, [path_id(doc_id)])
+        merges.kick()
         if not report.deleted:
             raise HTTPException(404, f"doc_id: document {printable(doc_id)} not found")
         return {"deleted": doc_id}

@@ -6,12 +6,13 @@ import os
 import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 from fastapi import FastAPI
 
 from app.server.deadlines import Deadline
 from app.server.errors import add_error_handlers
+from app.server.hosts import HostCheckMiddleware
 from app.server.limits import API_KEY_ENV, DEFAULT_DEADLINE_S, MAX_BODY_BYTES
 from app.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware
 from app.server.responses import AsciiJSONResponse
@@ -28,6 +29,7 @@ def create_app(
     deadline_s: float = DEFAULT_DEADLINE_S,
     warm_up: bool = True,
     workers: WorkerGroup | None = None,
+    allowed_hosts: Iterable[str] = (),
 ) -> FastAPI:
     """The FastAPI app serving the collection at ``collection_path``.
 
@@ -42,6 +44,9 @@ def create_app(
         warm_up: Load the model at start-up so the first search is fast.
         workers: The group this app is one worker of (``serve --workers N``):
             it marks itself ready there, and ``/health`` counts the ready ones.
+        allowed_hosts: Without ``api_key``, the ``Host`` names answered besides
+            loopback ones (default none; ``serve`` adds its ``--host``); any
+            other gets 403, so a web page cannot reach the API by DNS rebinding.
     """
     collection = Collection.open(collection_path, lock_timeout=deadline_s)
     app = FastAPI(
@@ -55,6 +60,8 @@ def create_app(
     app.state.collection = collection
     if api_key:
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
+    else:
+        app.add_middleware(HostCheckMiddleware, allowed=tuple(allowed_hosts))
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)  # outermost: added last
     add_error_handlers(app)
     add_routes(app, collection, Deadline(deadline_s), workers)
@@ -71,7 +78,7 @@ def app_from_environment() -> FastAPI:
     """
     settings = read_worker_settings()
     return create_app(settings["collection"], api_key=os.environ.get(API_KEY_ENV) or None,
-                      deadline_s=float(settings["deadline_s"]),
+                      deadline_s=float(settings["deadline_s"]), allowed_hosts=settings.get("allowed_hosts", ()),
                       workers=WorkerGroup(settings["ready_dir"], int(settings["workers"])))
 
 

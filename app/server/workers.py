@@ -44,12 +44,13 @@ class WorkerGroup:
         return count
 
 
-def worker_settings(collection: str | os.PathLike, deadline_s: float, ready_dir: str, workers: int) -> str:
+def worker_settings(collection: str | os.PathLike, deadline_s: float, ready_dir: str, workers: int,
+                    allowed_hosts: tuple[str, ...] = ()) -> str:
     """The JSON that ``semsearch serve --workers N`` puts in ``$SEMSEARCH_SERVE`` for its workers."""
     return json.dumps({"collection": str(Path(collection).resolve()), "deadline_s": deadline_s,
-                       "ready_dir": ready_dir, "workers": workers})
+                       "ready_dir": ready_dir, "workers": workers, "allowed_hosts": list(allowed_hosts)})
 
 
 def read_worker_settings() -> dict[str, Any]:
-    """``{"collection", "deadline_s", "ready_dir", "workers"}`` from ``$SEMSEARCH_SERVE``."""
+    """``{"collection", "deadline_s", "ready_dir", "workers", "allowed_hosts"}`` from ``$SEMSEARCH_SERVE``."""
     return json.loads(os.environ[SERVE_ENV])

@@ -16,6 +16,7 @@ from retriever.errors import BadInputError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 PACKAGED_ALIASES = {DEFAULT_MODEL, f"sentence-transformers/{DEFAULT_MODEL}"}
+MODEL_DIRS_ENV = "SEMSEARCH_MODEL_DIRS"  # os.pathsep-separated folders a manifest's model directory must lie in
 
 
 def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
@@ -43,6 +44,50 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
     return str(model), str(model)
 
 
+def check_manifest_model(name: str) -> None:
+    """Refuse a model a collection's manifest names that the user did not: a relative or unlisted directory.
+
+    A manifest may come from someone else, so the model it names is loaded
+    without being passed only when it is the packaged default, a hub id, or an
+    absolute canonical directory (inside a folder of ``SEMSEARCH_MODEL_DIRS``
+    when that is set): never a path relative to the working directory.
+
+    Raises:
+        BadInputError: The name is such a directory; the message says to pass ``--model``.
+    """
+    if name in PACKAGED_ALIASES:
+        return
+    path = Path(name)
+    local = name.startswith((".", "/", "~")) or name.count("/") > 1 or path.exists()
+    if not local:
+        return  # a hub id: loaded from the local cache only unless HF_HUB_OFFLINE=0
+    advice = f"pass the model yourself (--model DIR, or Collection.open(path, model=DIR)) to load {name!r}"
+    if not path.is_absolute() or str(path.resolve()) != name:
+        raise BadInputError(f"the collection's manifest names the model directory {name!r}, which is not an "
+                            f"absolute canonical path and is not loaded unless named: {advice}")
+    listed = [Path(d).resolve() for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
+    if listed and not any(path.is_relative_to(folder) for folder in listed):
+        raise BadInputError(f"the collection's manifest names the model directory {name!r}, outside the folders "
+                            f"of {MODEL_DIRS_ENV}: {advice}, or list its folder there")
+
+
+def open_sentence_transformer(location: Path | str, device: str | None):
+    """``SentenceTransformer(location)`` with no remote code and quiet logs.
+
+    Raises:
+        BadInputError: Nothing loadable there.
+    """
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        return SentenceTransformer(str(location), device=device, trust_remote_code=False)
+    except (OSError, ValueError) as exc:  # ValueError: a directory that holds no model
+        raise BadInputError(f"cannot load model {str(location)!r}: {str(exc).splitlines()[0]}") from None
+
+
 def weights_sha256(model) -> str:
     """SHA-256 over a torch model's parameters and buffers, in name order (names, shapes and bytes)."""
     import torch
@@ -63,16 +108,9 @@ def load_sentence_transformer(location: Path | str, device: str | None):
     Raises:
         BadInputError: Nothing loadable there, or the model pools otherwise.
     """
-    from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling
-    from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        model = SentenceTransformer(str(location), device=device)
-    except (OSError, ValueError) as exc:  # ValueError: a directory that holds no model
-        raise BadInputError(f"cannot load model {str(location)!r}: {str(exc).splitlines()[0]}") from None
+    model = open_sentence_transformer(location, device)
     model.eval()
     for module in model:
         if isinstance(module, Pooling) and module.pooling_mode != "mean":

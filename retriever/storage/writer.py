@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 from filelock import FileLock, Timeout
 
+from retriever.deadline import active as under_deadline
 from retriever.documents import Document
 from retriever.errors import CollectionLockedError, DeadlineExceededError
 from retriever.search.bm25 import Analyzer
@@ -251,7 +252,15 @@ class Writer:
         remove_unreferenced(self.root, new_state)
 
     def merge_after_commit(self) -> None:
-        """Run at most one merge that the merge policy asks for."""
+        """Run at most one merge that the merge policy asks for; none under a deadline.
+
+        A write under a deadline (an HTTP request) has committed by now: a
+        merge inside the deadline could only hold the lock longer and turn the
+        committed write's answer into a 503, so it is left to the next write
+        without one, ``compact``, or the service's own background merge.
+        """
+        if under_deadline():
+            return
         state, view = self.state()
         names = self.merge_policy.plan(view.parts)
         if names:

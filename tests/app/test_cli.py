@@ -160,6 +160,21 @@ def test_ui_refuses_a_public_address_without_a_password(capsys, monkeypatch, tmp
     assert code == 2 and "without a password" in err and "SEMSEARCH_UI_PASSWORD" in err
 
 
+def test_ui_tells_streamlit_to_accept_only_loopback_host_names(capsys, monkeypatch, tmp_path):
+    """DNS rebinding: without a password Streamlit's own Host allow-list is set, not left empty (any name)."""
+    pytest.importorskip("streamlit")
+    import app.commands.services as services
+
+    monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
+    started = []
+    monkeypatch.setattr(services.os, "execve", lambda _exe, argv, _env: started.append(argv))
+    monkeypatch.setattr(services, "check_listen", lambda host, port: None)
+    run(capsys, "ui", "-c", tmp_path)
+    argv = started[0]
+    hosts = [argv[i + 1] for i, flag in enumerate(argv) if flag == "--server.allowedHosts"]
+    assert set(hosts) == {"localhost", "127.0.0.1", "::1"}
+
+
 def test_search_imports_neither_torch_nor_transformers(docs, tmp_path, tiny_model_dir, capsys):
     """Once the model is exported (by indexing), `semsearch search` runs on tokenizers + ONNX/OpenVINO."""
     col = tmp_path / "col"
@@ -208,3 +223,19 @@ def test_info_names_the_encoder_backend(capsys, docs, tmp_path, tiny_model_dir):
     assert code == 0 and json.loads(out)["backend"].split("-")[0] in ("torch", "onnx", "openvino")
     code, out, _ = run(capsys, "info", "-c", tmp_path / "col")
     assert "backend" in out and "threads" in out
+
+
+def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys, monkeypatch, tmp_path):
+    pytest.importorskip("fastapi")
+    import app.commands.services as services
+
+    monkeypatch.delenv("SEMSEARCH_API_KEY", raising=False)
+    key_file = tmp_path / "key"
+    key_file.write_text("from-the-file\n")
+    seen = []
+    monkeypatch.setattr(services, "check_serve_args", lambda args, key: seen.append(key) or (_ for _ in ()).throw(
+        services.UsageError("stop here")))
+    run(capsys, "serve", "-c", tmp_path, "--api-key-file", key_file)
+    assert seen == ["from-the-file"]
+    code, _, err = run(capsys, "serve", "-c", tmp_path, "--api-key-file", tmp_path / "missing")
+    assert code == 2 and "--api-key-file" in err

@@ -22,8 +22,15 @@ def semsearch(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+def allow_host(url: str, monkeypatch) -> None:
+    """List ``url``'s host in SEMSEARCH_CATALOG_HOSTS: a later process gets the password only for listed hosts."""
+    from sqlalchemy.engine import make_url
+
+    monkeypatch.setenv("SEMSEARCH_CATALOG_HOSTS", make_url(url).host)
+
+
 def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgres_server, postgres_url,
-                                                                         tiny_model_dir, tmp_path):
+                                                                         tiny_model_dir, tmp_path, monkeypatch):
     docs = tmp_path / "docs.jsonl"
     docs.write_text("\n".join(json.dumps(d) for d in [
         {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking.", "lang": "en"},
@@ -35,6 +42,7 @@ def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgre
     assert json.loads((path / "manifest.json").read_text())["catalog_url"] == postgres_url
     assert postgres_server.password not in done.stdout + done.stderr
 
+    allow_host(postgres_url, monkeypatch)
     first, base_a = start_server(path, tmp_path, env_key=None)
     try:
         second, base_b = start_server(path, tmp_path, env_key=None)
@@ -75,6 +83,10 @@ def test_a_password_typed_into_catalog_url_is_used_but_not_stored(postgres_serve
     assert done.returncode == 0, done.stderr
     assert json.loads((path / "manifest.json").read_text())["catalog_url"] == postgres_server.url(database)
     monkeypatch.setenv("SEMSEARCH_CATALOG_PASSWORD", postgres_server.password)
+    done = semsearch("search", "river delta", "-c", str(path), "--json")
+    assert done.returncode != 0 and "SEMSEARCH_CATALOG_HOSTS" in done.stderr  # a later process: host not listed
+    assert postgres_server.password not in done.stdout + done.stderr
+    allow_host(postgres_server.url(database), monkeypatch)
     done = semsearch("search", "river delta", "-c", str(path), "--json")
     assert done.returncode == 0, done.stderr
     assert [hit["id"] for hit in json.loads(done.stdout)] == [str(docs.resolve())]

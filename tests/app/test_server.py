@@ -442,7 +442,7 @@ def test_concurrent_searches_go_through_the_micro_batcher(tmp_path, tiny_model_d
         col.upsert(DOCS)
     app = create_app(tmp_path / "col")
     queries = ["roasted coffee", "green tea", "rivers and the sea", "snow on mountains"] * 6
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:  # no key: loopback names only
         embedder = app.state.collection.embedder
         assert isinstance(embedder._backend, BatchedBackend) == (embedder.decision["query_batching"]["chosen"] == "batched")
         alone = {q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}).json()["hits"] for q in set(queries)}
@@ -519,3 +519,56 @@ def test_workers_must_be_a_sensible_count(tmp_path):
     result = subprocess.run([sys.executable, "-m", "app.cli", "serve", "-c", str(tmp_path), "--workers", "0"],
                             cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0 and "--workers must be between 1 and 64" in result.stderr
+
+
+def test_without_a_key_only_loopback_host_names_are_answered(tmp_path, tiny_model_dir):
+    """DNS rebinding: a web page whose name resolves to 127.0.0.1 must not read or write through the API."""
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection
+
+    with Collection.create(tmp_path / "col", tiny_model_dir) as col:
+        col.upsert(DOCS[:1])
+    with TestClient(create_app(tmp_path / "col", warm_up=False), base_url="http://127.0.0.1:8000") as client:
+        for host in ("evil.example", "evil.example:8000", "127.0.0.1.evil.example", "localhost.evil.example"):
+            response = client.get("/stats", headers={"Host": host})
+            assert response.status_code == 403 and host.split(":")[0] in response.json()["detail"], host
+            assert "SEMSEARCH" not in response.text
+            deleted = client.delete(f"/documents/{DOCS[0]['id']}", headers={"Host": host})
+            assert deleted.status_code == 403
+        for host in ("127.0.0.1:8000", "localhost:8000", "LOCALHOST", "[::1]:8000", "127.0.0.1"):
+            assert client.get("/stats", headers={"Host": host}).status_code == 200, host
+    app = create_app(tmp_path / "col", warm_up=False, allowed_hosts=["search.internal"])
+    with TestClient(app, base_url="http://search.internal") as client:
+        assert client.get("/stats").status_code == 200
+        assert client.get("/stats", headers={"Host": "evil.example"}).status_code == 403
+    keyed = create_app(tmp_path / "col", api_key="k", warm_up=False)
+    with TestClient(keyed, base_url="http://search.example") as client:  # the key is what a page cannot send
+        assert client.get("/stats", headers={"X-API-Key": "k"}).status_code == 200
+
+
+def test_stats_and_error_answers_show_no_absolute_path_or_database_host(tmp_path, tiny_model_dir, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection, SemsearchError
+
+    root = tmp_path / "private-place" / "col"
+    with Collection.create(root, tiny_model_dir) as col:
+        col.upsert(DOCS[:1])
+    app = create_app(root, warm_up=False)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+        stats = client.get("/stats")
+        assert stats.status_code == 200 and str(tmp_path) not in stats.text and str(tiny_model_dir) not in stats.text
+        assert stats.json()["path"] == "col" and stats.json()["catalog"] == "sqlite"
+
+        def failing(*_args, **_kwargs):
+            raise SemsearchError(f"cannot read {root.resolve()}/segments/seg-1/text.bin: broken; "
+                                 "catalog postgresql+psycopg://ann:***@db.internal:5432/search failed")
+
+        monkeypatch.setattr(app.state.collection, "search", failing)
+        answer = client.post("/search", json={"query": "tea"})
+        assert answer.status_code == 500
+        detail = answer.json()["detail"]
+        assert str(tmp_path) not in detail and "db.internal" not in detail and "segments/seg-1/text.bin" in detail

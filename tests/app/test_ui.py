@@ -331,3 +331,24 @@ def test_uploads_skip_a_refused_record_and_keep_batches_under_the_size_cap():
     assert report.errors == [("recs.jsonl (bad)", "document 'bad': refused")]
     assert col.calls == [["g1", "bad", "g2"], ["g1"], ["bad"], ["g2"], ["g3"]]
     assert "Indexing recs.jsonl: 3 of 4 document(s)" in messages and "Indexing recs.jsonl: 4 of 4 document(s)" in messages
+
+
+def test_without_a_password_the_page_answers_only_loopback_hosts_and_addresses(monkeypatch, collection):
+    """DNS rebinding, and `streamlit run app/ui.py` listening on every interface: the script itself refuses."""
+    from app import ui_guard
+
+    monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
+    monkeypatch.setattr(ui_guard, "listening_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(ui_guard, "request_host", lambda: "evil.example:8501")
+    at = app(monkeypatch, collection, q="tea")
+    assert not cards(at) and any("evil.example" in e.value for e in at.error)
+    monkeypatch.setattr(ui_guard, "request_host", lambda: "localhost:8501")
+    at = app(monkeypatch, collection, q="tea")
+    no_failure(at)
+    assert cards(at)
+    monkeypatch.setattr(ui_guard, "listening_address", lambda: None)  # `streamlit run`'s default: every interface
+    at = app(monkeypatch, collection, q="tea")
+    assert not cards(at) and any("SEMSEARCH_UI_PASSWORD" in e.value for e in at.error)
+    monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")  # a password: every session signs in first
+    at = app(monkeypatch, collection, q="tea")
+    assert not at.error and at.text_input(key="password") is not None

@@ -116,3 +116,35 @@ def pathological_markdown() -> st.SearchStrategy:
                      st.sampled_from(["", "b", "#", " #", "\t"]))
     long_line = runs.map(lambda r: r[0] + r[1] * (r[2] // len(r[1])) + r[3])
     return st.one_of(short, st.tuples(short, long_line, short).map("\n".join))
+
+
+def host_headers() -> st.SearchStrategy:
+    """``(Host header, loopback?)``: loopback names and addresses with ports and case, and names of other hosts
+    that look like them (``localhost.evil``, ``127.0.0.1.nip.io``, ``[::1].x``), and odd bytes."""
+    port = st.one_of(st.just(""), st.integers(0, 65535).map(lambda p: f":{p}"))
+    loopback = st.tuples(st.sampled_from(["localhost", "LOCALHOST", "127.0.0.1", "127.1.2.3", "[::1]", "Localhost"]),
+                         port).map(lambda t: (t[0] + t[1], True))
+    label = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=12)
+    lookalike = st.tuples(st.sampled_from(["localhost", "127.0.0.1", "[::1]", "evil", "0.0.0.0", ""]), label, port).map(
+        lambda t: (f"{t[0]}.{t[1]}.example{t[2]}" if t[0] else f"{t[1]}.example{t[2]}", False))
+    odd = st.text(st.characters(codec="latin-1", exclude_characters="\r\n\x00"), min_size=1, max_size=40).filter(
+        lambda s: s.strip().lower().rsplit(":", 1)[0] not in ("localhost", "127.0.0.1", "[::1]")
+        and not s.strip().lower().startswith(("127.", "[::1]", "::1", "localhost")) and s.strip() != "").map(
+        lambda s: (s, None))  # None: either answer, but never a 5xx
+    return st.one_of(loopback, lookalike, odd)
+
+
+def foreign_catalog_urls() -> st.SearchStrategy:
+    """Catalog URLs a crafted manifest might name: other hosts, ports, users, libpq host overrides in the query,
+    drivers, a password already in the URL or the query, and some that are no URL at all."""
+    host = st.one_of(st.sampled_from(["collector.example", "10.0.0.7", "[2001:db8::1]", "localhost", "db.internal"]),
+                     st.text(alphabet="abcdefghijklmnopqrstuvwxyz.-", min_size=1, max_size=20))
+    driver = st.sampled_from(["postgresql+psycopg", "postgresql", "postgresql+psycopg2", "postgresql+pg8000",
+                              "postgresql+asyncpg", "mysql+pymysql"])
+    query = st.lists(st.sampled_from(["host=collector.example", "hostaddr=10.9.9.9", "sslmode=disable",
+                                      "require_auth=password", "host=db.internal,collector.example", "port=1"]),
+                     max_size=3).map(lambda qs: ("?" + "&".join(qs)) if qs else "")
+    user = st.sampled_from(["victim", "postgres", "a%40b"])
+    port = st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}"))
+    url = st.tuples(driver, user, host, port, query).map(lambda t: f"{t[0]}://{t[1]}@{t[2]}{t[3]}/db{t[4]}")
+    return st.one_of(url, hostile_text)

@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from retriever.documents import Document
 from retriever.errors import BadInputError, DeadlineExceededError
 from tests.hostile.conftest import case, examples, fingerprint
-from tests.hostile.strategies import filters, hostile_float, hostile_int, hostile_text, json_like, nested
+from tests.hostile.strategies import (
+    filters, foreign_catalog_urls, hostile_float, hostile_int, hostile_text, json_like, nested,
+)
 
 WRITES = {"add", "upsert", "delete"}
 
@@ -104,3 +106,57 @@ def test_a_query_past_its_deadline_is_interrupted(col):
         with deadline(0), pytest.raises(OperationalError, match="interrupt"):
             conn.execute(slow)
         assert conn.execute(text("SELECT 1")).scalar() == 1  # the connection is usable again
+
+
+SECRET = "users-catalog-secret"
+
+
+@pytest.fixture(scope="module")
+def crafted_root(hostile_collection, tmp_path_factory):
+    """A directory with the hostile collection's manifest only: its catalog URL is rewritten per case."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("crafted") / "col"
+    root.mkdir()
+    shutil.copy(hostile_collection / "manifest.json", root / "manifest.json")
+    return root
+
+
+@settings(max_examples=examples(100))
+@given(url=foreign_catalog_urls())
+def test_a_crafted_manifest_never_gets_the_catalog_password(crafted_root, url, monkeypatch_module):
+    """Opening a collection someone else made must not send SEMSEARCH_CATALOG_PASSWORD to the host it names."""
+    import json
+
+    import sqlalchemy
+
+    from retriever import Collection, SemsearchError
+    from retriever.storage import catalog as catalog_module
+
+    sent = []
+
+    def no_network(url, **_kwargs):
+        sent.append(url)
+        raise SemsearchError("no connection in this test")
+
+    monkeypatch_module.setattr(catalog_module, "create_engine", no_network)
+    data = json.loads((crafted_root / "manifest.json").read_text())
+    data["catalog_url"] = url
+    (crafted_root / "manifest.json").write_text(json.dumps(data))
+    with case("crafted catalog url"):
+        try:
+            Collection.open(crafted_root).close()
+        except SemsearchError as exc:
+            assert SECRET not in str(exc)
+        for given in sent:
+            parsed = given if isinstance(given, sqlalchemy.engine.URL) else None
+            assert parsed is None or parsed.password != SECRET, url
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SEMSEARCH_CATALOG_PASSWORD", SECRET)
+        patch.delenv("SEMSEARCH_CATALOG_HOSTS", raising=False)
+        patch.delenv("SEMSEARCH_CATALOG_PASSWORD_FILE", raising=False)
+        yield patch

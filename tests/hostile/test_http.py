@@ -11,7 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hostile.conftest import case, examples, fingerprint
-from tests.hostile.strategies import filters, hostile_float, hostile_int, hostile_text, json_like, nested
+from tests.hostile.strategies import (
+    filters, host_headers, hostile_float, hostile_int, hostile_text, json_like, nested,
+)
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
@@ -115,7 +117,8 @@ def test_every_request_past_its_deadline_is_503_and_writes_nothing(hostile_colle
 
     path = tmp_path / "col"
     shutil.copytree(hostile_collection, path)
-    with TestClient(create_app(path, deadline_s=0, warm_up=False), raise_server_exceptions=False) as client:
+    with TestClient(create_app(path, deadline_s=0, warm_up=False), base_url="http://127.0.0.1",
+                    raise_server_exceptions=False) as client:
         col = client.app.state.collection
         before = fingerprint(col)
         for method, route, body in [("POST", "/search", {"query": "tea"}), ("POST", "/embed", {"texts": ["a"]}),
@@ -125,3 +128,32 @@ def test_every_request_past_its_deadline_is_503_and_writes_nothing(hostile_colle
             assert response.status_code == 503 and "deadline" in response.json()["detail"], route
         assert fingerprint(col) == before
         assert client.get("/health").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def open_client(hostile_collection, tmp_path_factory):
+    """The API without a key, as ``semsearch serve`` on loopback runs it."""
+    from app.server import create_app
+
+    path = tmp_path_factory.mktemp("open") / "col"
+    shutil.copytree(hostile_collection, path)
+    with TestClient(create_app(path, warm_up=False, deadline_s=60), base_url="http://127.0.0.1",
+                    raise_server_exceptions=False) as client:
+        yield client
+
+
+@settings(max_examples=examples(100))
+@given(host=host_headers(), route=st.sampled_from([("GET", "/stats"), ("GET", "/documents/tea"),
+                                                   ("DELETE", "/documents/nope")]))
+def test_without_a_key_only_loopback_host_headers_are_answered(open_client, host, route):
+    header, loopback = host
+    with case("host header"):
+        try:
+            response = open_client.request(route[0], route[1], headers={"Host": header})
+        except UnicodeEncodeError:  # the client cannot send it: nor can a browser
+            return
+        assert response.status_code < 500, (header, response.text)
+        if loopback is True:
+            assert response.status_code != 403, header
+        elif loopback is False:
+            assert response.status_code == 403 and "host" in response.json()["detail"], header
