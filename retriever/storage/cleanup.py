@@ -18,6 +18,7 @@ from retriever.errors import BadInputError
 from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import CatalogState
 from retriever.storage.generations import HEAD_FILE, read_head
+from retriever.storage.leftovers import sweep_temporaries
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
 from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
@@ -27,7 +28,12 @@ OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE}  # w
 
 
 def remove_unreferenced(root: Path, state: CatalogState) -> None:
-    """Remove segment folders and deletion files that ``state`` does not reference."""
+    """Remove segment folders and deletion files that ``state`` does not reference.
+
+    The ``atomic_write`` temporaries that killed processes left in ``root``
+    (``.HEAD.<pid>.tmp``, ``.manifest.json.<pid>.tmp``) go as well.
+    """
+    sweep_temporaries(Path(root))
     folder = Path(root) / SEGMENTS_DIR
     if not folder.is_dir():
         return
