@@ -24,44 +24,44 @@ def texts(path, model) -> dict[str, str]:
         return {doc_id: col.get(doc_id).text for doc_id in col.ids()}
 
 
-def test_a_commit_that_reached_the_database_keeps_its_files(catalog_url, tiny_embedder, tmp_path, monkeypatch):
-    path = tmp_path / "col"
-    with Collection.create(path, tiny_embedder, catalog_url=catalog_url) as col:
+def built(path, model, catalog_url=None):
+    """A collection of ``DOCS`` at ``path``."""
+    with Collection.create(path, model, catalog_url=catalog_url) as col:
         col.add(DOCS)
+    return path
+
+
+def committed_then(error: BaseException):
+    """A ``Catalog.publish`` whose COMMIT reaches the database, after which ``error`` is raised."""
     real = Catalog.publish
 
-    def committed_then_lost(self, expected, change):
-        real(self, expected, change)  # the COMMIT reached the server ...
-        raise LOST  # ... and the answer was lost on the way back
+    def publish(self, expected, change):
+        real(self, expected, change)
+        raise error
 
+    return publish
+
+
+def test_a_commit_that_reached_the_database_keeps_its_files(catalog_url, tiny_embedder, tmp_path, monkeypatch):
+    path = built(tmp_path / "col", tiny_embedder, catalog_url)
     with monkeypatch.context() as patch, Collection.open(path, tiny_embedder) as col:
-        patch.setattr(Catalog, "publish", committed_then_lost)
+        patch.setattr(Catalog, "publish", committed_then(LOST))  # the answer lost on the way back
         col.add(MORE)  # the committed generation says it landed: no error
     found = texts(path, tiny_embedder)
     assert found["late"] == MORE[0]["text"] and len(found) == 5
 
 
 def test_ctrl_c_after_the_commit_keeps_the_collection_readable(catalog_url, tiny_embedder, tmp_path, monkeypatch):
-    path = tmp_path / "col"
-    with Collection.create(path, tiny_embedder, catalog_url=catalog_url) as col:
-        col.add(DOCS)
-    real = Catalog.publish
-
-    def committed_then_interrupted(self, expected, change):
-        real(self, expected, change)
-        raise KeyboardInterrupt
-
+    path = built(tmp_path / "col", tiny_embedder, catalog_url)
     with monkeypatch.context() as patch, Collection.open(path, tiny_embedder) as col:
-        patch.setattr(Catalog, "publish", committed_then_interrupted)
+        patch.setattr(Catalog, "publish", committed_then(KeyboardInterrupt()))
         with pytest.raises(KeyboardInterrupt):
             col.delete(["d0"])
     assert sorted(texts(path, tiny_embedder)) == ["d1", "d2", "d3"]
 
 
 def test_a_commit_that_never_reached_the_database_leaves_the_old_generation(tiny_embedder, tmp_path, monkeypatch):
-    path = tmp_path / "col"
-    with Collection.create(path, tiny_embedder) as col:
-        col.add(DOCS)
+    path = built(tmp_path / "col", tiny_embedder)
 
     def lost(self, expected, change):
         raise LOST
@@ -75,24 +75,20 @@ def test_a_commit_that_never_reached_the_database_leaves_the_old_generation(tiny
 
 
 def test_an_unreadable_outcome_keeps_the_files_and_says_so(tiny_embedder, tmp_path, monkeypatch):
-    path = tmp_path / "col"
-    with Collection.create(path, tiny_embedder) as col:
-        col.add(DOCS)
-    real, real_state = Catalog.publish, Catalog.state
-    down = {"now": False}
+    path = built(tmp_path / "col", tiny_embedder)
+    real_state, publish, down = Catalog.state, committed_then(LOST), []
 
-    def committed_then_down(self, expected, change):
-        real(self, expected, change)
-        down["now"] = True
-        raise LOST
+    def publish_then_down(self, expected, change):
+        down.append(True)  # from here on the catalog cannot be reached
+        publish(self, expected, change)
 
     def state(self):
-        if down["now"]:
+        if down:
             raise SemsearchError("cannot read catalog: connection refused")
         return real_state(self)
 
     with monkeypatch.context() as patch, Collection.open(path, tiny_embedder) as col:
-        patch.setattr(Catalog, "publish", committed_then_down)
+        patch.setattr(Catalog, "publish", publish_then_down)
         patch.setattr(Catalog, "state", state)
         with pytest.raises(SemsearchError, match="outcome"):
             col.add(MORE)
