@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import uuid
 import warnings
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
+from retriever.storage.leftovers import left_over
 from retriever.errors import SemsearchError
 
 CACHE_ENV = "SEMSEARCH_CACHE"
@@ -37,6 +39,7 @@ CACHE_ENV = "SEMSEARCH_CACHE"
 EXPORT_FORMAT = 2
 ONNX_OPSET = 17
 GRAPH_INPUTS = ("input_ids", "attention_mask")
+_TEMPORARY = re.compile(r"\.tmp-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}")  # an export being written
 
 
 class ExportError(SemsearchError):
@@ -175,7 +178,8 @@ def export_model(model, weights_sha256: str, cache_dir=None) -> Export:
     transformer = _check_exportable(model)
     folder = cache_root(cache_dir) / "exported"
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".tmp-{uuid.uuid4().hex}"
+    sweep_export_temporaries(folder)
+    tmp = folder / f".tmp-{os.getpid()}-{uuid.uuid4().hex}"
     tmp.mkdir()
     try:
         _export_graph(transformer, tmp / "model.onnx")
@@ -332,6 +336,27 @@ def _agreement(plain: Path, fused: Path, vocab_size: int, window: int) -> float:
         (vectors,) = session.run(["embedding"], {"input_ids": ids, "attention_mask": mask})
         outputs.append(vectors.astype(np.float64))
     return float(np.min(np.sum(outputs[0] * outputs[1], axis=1)))
+
+
+def sweep_export_temporaries(folder: Path) -> list[Path]:
+    """Remove what killed exports left in ``exported/``: ``.tmp-<pid>-<hex>`` and ``.stale-<hex>`` folders.
+
+    A ``.tmp-`` folder goes when ``leftovers.left_over`` says so (its process
+    is gone, or it is a day old; one without a process number only then).
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for path in Path(folder).glob(".tmp-*"):
+        match = _TEMPORARY.fullmatch(path.name)
+        if match and path.is_dir() and left_over(path, int(match["pid"]) if match["pid"] else None):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    for path in Path(folder).glob(".stale-*"):  # moved aside to be deleted: never read again
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 def _remove_stale(path: Path) -> None:

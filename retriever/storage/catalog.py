@@ -45,6 +45,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from retriever.storage.catalog_url import redact, with_password
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.storage.metadata_index import FilterPlan, field_rows, fields_table
+from retriever.storage.segment_files import parse_segments
 
 _BATCH = 500  # ids per IN (...) clause
 
@@ -229,7 +230,7 @@ class Catalog:
             raise CorruptCollectionError(f"cannot read catalog {self.safe_url()}: {exc.orig or exc}") from None
         if row is None:
             raise CorruptCollectionError(f"catalog {self.safe_url()} has no state row")
-        segments = tuple(SegmentRef(name, int(dels)) for name, dels in json.loads(row.segments))
+        segments = tuple(SegmentRef(name, dels) for name, dels in parse_segments(row.segments, self.safe_url()))
         return CatalogState(
             row.collection_uuid, row.generation, segments, row.next_key, row.next_segment, row.updated_at
         )

@@ -7,16 +7,20 @@ Staged segments of a live process are kept (``staging.may_be_alive``).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Sequence
+from urllib.parse import quote
 
 from retriever.errors import BadInputError
 from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import CatalogState
-from retriever.storage.generations import HEAD_FILE
+from retriever.storage.generations import HEAD_FILE, read_head
+from retriever.storage.leftovers import sweep_temporaries
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 
 LOCK_FILE = ".write.lock"
@@ -24,7 +28,12 @@ OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE}  # w
 
 
 def remove_unreferenced(root: Path, state: CatalogState) -> None:
-    """Remove segment folders and deletion files that ``state`` does not reference."""
+    """Remove segment folders and deletion files that ``state`` does not reference.
+
+    The ``atomic_write`` temporaries that killed processes left in ``root``
+    (``.HEAD.<pid>.tmp``, ``.manifest.json.<pid>.tmp``) go as well.
+    """
+    sweep_temporaries(Path(root))
     folder = Path(root) / SEGMENTS_DIR
     if not folder.is_dir():
         return
@@ -57,8 +66,12 @@ def remove_files(paths: Sequence[Path]) -> None:
 def prepare_directory(root: Path) -> None:
     """Make ``root`` ready for a new collection: refuse a file, a collection or other files; clear a half-made one.
 
+    A half-made collection is what an interrupted ``create`` leaves: no
+    manifest, and no sign of a committed generation (``committed_data``).
+
     Raises:
-        BadInputError: ``root`` is a file, holds a collection, or holds files of its own.
+        BadInputError: ``root`` is a file, holds a collection (also one whose
+            manifest is lost), or holds files of its own.
     """
     if root.exists() and not root.is_dir():
         raise BadInputError(f"cannot create a collection at {root}: it is a file")
@@ -72,7 +85,49 @@ def prepare_directory(root: Path) -> None:
                 f"cannot create a collection at {root}: the directory is not empty "
                 f"({', '.join(sorted(foreign)[:3])}...)"
             )
+        found = committed_data(root)
+        if found:
+            raise BadInputError(
+                f"{root} holds a collection's data ({found}) but no {MANIFEST}: restore the manifest, "
+                "or move the directory away to start afresh; nothing was removed"
+            )
         remove_partial_collection(root)
+
+
+def committed_data(root: Path) -> str | None:
+    """What in ``root`` shows that a generation was committed there, or ``None`` (a ``create`` never gets so far).
+
+    A written segment (its ``segment.json``), ``HEAD`` past generation 0, a
+    SQLite catalog past generation 0 or holding format-1 tables, or format-1
+    ``index/`` files.
+    """
+    written = sorted((root / SEGMENTS_DIR).glob(f"*/{META}"))
+    if written:
+        return f"{SEGMENTS_DIR}/{written[0].parent.name}"
+    head = read_head(root)
+    if head:
+        return f"{HEAD_FILE} names generation {head}"
+    if (root / "index").is_dir() and any((root / "index").iterdir()):
+        return "index/ (format 1)"
+    generation = _sqlite_generation(root / DEFAULT_CATALOG)
+    return f"{DEFAULT_CATALOG} is at generation {generation}" if generation else None
+
+
+def _sqlite_generation(path: Path) -> int | None:
+    """The committed generation of a SQLite catalog file (1 for a format-1 one); ``None``: none, or unreadable."""
+    if not path.is_file():
+        return None
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)) as db:
+            tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "state" in tables:
+                return 1  # format 1: its generation counts from the first write
+            if "semsearch_state" not in tables:
+                return None
+            row = db.execute("SELECT max(generation) FROM semsearch_state").fetchone()
+    except sqlite3.Error:  # not (yet) a database: the create died while making it
+        return None
+    return int(row[0] or 0) or None
 
 
 def remove_partial_collection(root: Path) -> None:

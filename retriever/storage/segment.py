@@ -37,6 +37,8 @@ from retriever.search import vector_index
 from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
+from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
+from retriever.storage.segment_files import check_offsets, check_spans, own_folder, regular_file
 
 SEGMENTS_DIR = "segments"
 META = "segment.json"
@@ -168,42 +170,63 @@ class Segment:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.name = self.folder.name
-        meta_path = self.folder / META
-        if not meta_path.exists():
-            raise FileNotFoundError(meta_path)
         try:
-            self.meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            self.keys = self._array("keys")
-            self.doc_chunks = self._array("doc_chunks")
-            self.spans = self._array("spans")
-            self.byte_spans = self._array("byte_spans")
-            self.text_offsets = self._array("text_offsets")
-            self.doc_lengths = self._array("doc_lengths")
-            self.text_blob = (
-                np.asarray(np.memmap(self.folder / "text.bin", dtype=np.uint8, mode="r"))
-                if self.text_offsets[-1]
-                else np.zeros(0, np.uint8)
-            )
-            # opened now, not on first use: a merge may remove the folder while this reader lives
-            text = (self.folder / "terms.txt").read_text(encoding="utf-8")
-            self.terms = text.split("\n") if text else []
-            self.postings = Postings(
-                self.terms, self._array("postings.indptr"), self._array("postings.rows"), self._array("postings.tf")
-            )
-            self.chunk_terms = Postings(
-                self.terms, self._array("chunk_terms.indptr"), self._array("chunk_terms.rows"), None
-            )
+            own_folder(self.folder)
+            meta_path = regular_file(self.folder / META)
+        except FileNotFoundError:
+            raise FileNotFoundError(self.folder / META) from None
+        try:
+            self.meta = check_meta(json.loads(meta_path.read_text(encoding="utf-8")), meta_path)
+            self._open_arrays()
         except FileNotFoundError:
             if not self.folder.exists():
                 raise
             raise CorruptCollectionError(f"segment {self.folder} is incomplete") from None
-        except (OSError, ValueError, json.JSONDecodeError) as exc:
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty .npy file
             raise CorruptCollectionError(f"cannot read segment {self.folder}: {exc}") from None
-        self.index = vector_index.read(self.folder / "vectors.faiss", self.meta["index"])
+        index_path = regular_file(self.folder / "vectors.faiss")
+        self.index = vector_index.read(index_path, self.meta["index"])
+        check_index(self.index, self.n_chunks, int(self.meta["dim"]), index_path)
 
-    def _array(self, name: str) -> np.ndarray:
+    def _open_arrays(self) -> None:
+        """Map every array and read the vocabulary, each checked against ``segment.json``'s counts."""
+        docs, chunks = self.n_docs, self.n_chunks
+        self.keys = self._array("keys", (docs,), "i")
+        self.doc_chunks = self._array("doc_chunks", (docs + 1,), "i")
+        self.spans = self._array("spans", (chunks, 2), "i")
+        self.byte_spans = self._array("byte_spans", (chunks, 2), "i")
+        self.text_offsets = self._array("text_offsets", (docs + 1,), "i")
+        self.doc_lengths = self._array("doc_lengths", (docs,), "f")
+        text_path = regular_file(self.folder / "text.bin")
+        self.text_blob = (
+            np.asarray(np.memmap(text_path, dtype=np.uint8, mode="r"))
+            if text_path.stat().st_size
+            else np.zeros(0, np.uint8)
+        )
+        check_keys(self.keys, self.folder / "keys.npy")
+        check_offsets(self.doc_chunks, chunks, self.folder / "doc_chunks.npy")
+        check_offsets(self.text_offsets, len(self.text_blob), self.folder / "text_offsets.npy")
+        check_spans(self.byte_spans, np.diff(self.text_offsets)[self.chunk_doc], self.folder / "byte_spans.npy")
+        # opened now, not on first use: a merge may remove the folder while this reader lives
+        text = regular_file(self.folder / "terms.txt").read_text(encoding="utf-8")
+        self.terms = text.split("\n") if text else []
+        self.postings = self._postings("postings", True)
+        self.chunk_terms = self._postings("chunk_terms", False)
+
+    def _postings(self, name: str, counts: bool) -> Postings:
+        """The postings ``<name>.*.npy``, their offsets checked against the vocabulary."""
+        indptr = self._array(f"{name}.indptr", (len(self.terms) + 1,), "i")
+        rows = np.load(regular_file(self.folder / f"{name}.rows.npy"), mmap_mode="r", allow_pickle=False)
+        rows = check_array(np.asarray(rows), (int(indptr[-1]),), "i", self.folder / f"{name}.rows.npy")
+        check_offsets(indptr, len(rows), self.folder / f"{name}.indptr.npy")
+        tf = self._array(f"{name}.tf", rows.shape, "f") if counts else None
+        return Postings(self.terms, indptr, rows, tf)
+
+    def _array(self, name: str, shape: tuple[int, ...], kind: str) -> np.ndarray:
+        """``<name>.npy`` memory-mapped, checked to have ``shape`` and a dtype of ``kind``."""
+        path = regular_file(self.folder / f"{name}.npy")
         # a plain ndarray over the mapping: pages still shared, slicing without memmap's per-slice cost
-        return np.asarray(np.load(self.folder / f"{name}.npy", mmap_mode="r", allow_pickle=False))
+        return check_array(np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)), shape, kind, path)
 
     @property
     def n_docs(self) -> int:
@@ -246,7 +269,11 @@ class Segment:
         """Deleted document rows as of ``generation`` (0: none), sorted int64."""
         if not generation:
             return np.zeros(0, dtype=np.int64)
-        return np.load(self.folder / deletion_file(generation), allow_pickle=False)
+        path = regular_file(self.folder / deletion_file(generation))
+        try:
+            return check_deletions(np.load(path, allow_pickle=False), self.n_docs, path)
+        except (OSError, ValueError) as exc:
+            raise CorruptCollectionError(f"cannot read {path}: {exc}") from None
 
 
 def deletion_file(generation: int) -> str:

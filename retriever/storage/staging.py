@@ -27,6 +27,7 @@ from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search.bm25 import Analyzer
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.atomic import atomic_write_text
+from retriever.storage.leftovers import process_gone
 from retriever.storage.segment import SEGMENTS_DIR, SegmentData
 
 STAGED_PREFIX = ".staged-"  # segments written by prepare(), not yet committed
@@ -110,13 +111,7 @@ def may_be_alive(folder: Path) -> bool:
     """
     host, pid, _ = (folder.name[len(STAGED_PREFIX) :].rsplit("-", 2) + ["", ""])[:3]
     if host == socket.gethostname() and pid.isdigit():
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+        return not process_gone(int(pid))
     try:
         return time.time() - folder.stat().st_mtime < STAGED_MAX_AGE
     except OSError:

@@ -20,6 +20,7 @@ from typing import Iterator
 import faiss
 import numpy as np
 from sqlalchemy import inspect, text
+from sqlalchemy.exc import SQLAlchemyError
 from tqdm import tqdm
 
 from retriever.search import vector_index
@@ -55,7 +56,8 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
     version = data.get("format_version")
     if version == FORMAT_VERSION:
         Manifest.load(root)  # any other problem surfaces here
-        removed = _remove_format_1(root, Manifest(**data).catalog_location(root))
+        manifest = Manifest(**data)
+        removed = _remove_format_1(root, manifest.catalog_location(root), manifest.uuid)
         extra = " (removed files left by an earlier conversion)" if removed else ""
         return f"{root} is already at format version {FORMAT_VERSION}; nothing to do{extra}"
     if version != 1:
@@ -75,15 +77,22 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
     finally:
         catalog.close()
     manifest.save(root)  # the switch: from here on the collection is format 2
-    _remove_format_1(root, url)
+    _remove_format_1(root, url, manifest.uuid)
     return f"converted {root} from format version 1 to {FORMAT_VERSION} ({n_docs} documents)"
 
 
 def _convert(root: Path, manifest: Manifest, catalog: Catalog, progress: bool) -> int:
     """Write format-2 segments and tables from the format-1 ones; returns the document count."""
     engine = catalog.engine
-    if not {"documents", "chunks", "state"} <= set(inspect(engine).get_table_names()):
+    if not set(_V1_TABLES) <= set(inspect(engine).get_table_names()):
         raise CorruptCollectionError(f"{root} says format 1 but its catalog lacks the format-1 tables")
+    for table in ("state", "semsearch_state"):
+        owner = _owner(engine, table)
+        if owner not in (None, manifest.uuid):
+            raise CorruptCollectionError(
+                f"{root} is collection {manifest.uuid}, but the {table!r} table of catalog "
+                f"{catalog.safe_url()} belongs to {owner}; nothing was converted or removed"
+            )
     catalog.drop()  # an interrupted earlier conversion starts over
     shutil.rmtree(root / SEGMENTS_DIR, ignore_errors=True)
     (root / HEAD_FILE).unlink(missing_ok=True)
@@ -161,11 +170,32 @@ def _read_vectors(path: Path) -> dict[int, np.ndarray]:
     return dict(zip(ids.tolist(), vectors))
 
 
-def _remove_format_1(root: Path, url: str) -> bool:
-    """Drop format-1 tables and files; returns whether there were any."""
+def _owner(engine, table: str) -> str | None:
+    """The ``collection_uuid`` of ``table``'s state row; ``None`` when there is none.
+
+    Anything else than a semsearch state table (another application's
+    ``state``, say) answers ``"another application"``.
+    """
+    if table not in set(inspect(engine).get_table_names()):
+        return None
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(f'SELECT collection_uuid FROM "{table}" WHERE id = 1')).scalar_one_or_none()
+    except SQLAlchemyError:
+        return "another application"
+
+
+def _remove_format_1(root: Path, url: str, collection_uuid: str) -> bool:
+    """Drop this collection's format-1 tables and files; returns whether there were any.
+
+    Tables are dropped only when their ``state`` row names ``collection_uuid``:
+    tables of the same names on a shared database may be another application's.
+    """
     catalog = Catalog(url)
     try:
         present = [t for t in _V1_TABLES if t in set(inspect(catalog.engine).get_table_names())]
+        if _owner(catalog.engine, "state") != collection_uuid:
+            present = []  # not ours (or the state row went first: nothing of ours is left)
         with catalog.engine.begin() as conn:
             for table in present:
                 conn.execute(text(f'DROP TABLE "{table}"'))
@@ -175,4 +205,3 @@ def _remove_format_1(root: Path, url: str) -> bool:
     existed = old_index.exists()
     shutil.rmtree(old_index, ignore_errors=True)
     return bool(present) or existed
-

@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from retriever.deadline import active as under_deadline
 from retriever.documents import Document
-from retriever.errors import CollectionLockedError, DeadlineExceededError
+from retriever.errors import CollectionLockedError, DeadlineExceededError, SemsearchError
 from retriever.search.bm25 import Analyzer
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.atomic import fsync_dir, write_durably
@@ -240,12 +240,44 @@ class Writer:
         return parts, written
 
     def publish(self, state: CatalogState, change: Publish, new_files: Sequence[Path]) -> None:
-        """Commit ``change`` as generation + 1, then point ``HEAD`` at it and drop unreferenced files."""
+        """Commit ``change`` as generation + 1, then point ``HEAD`` at it and drop unreferenced files.
+
+        When the catalog's publish raises (a connection lost during COMMIT,
+        Ctrl-C after the driver returned), the committed generation is read
+        again: a commit that landed keeps ``new_files`` and finishes (an
+        interrupt is raised again after), one that did not removes them.
+
+        Raises:
+            SemsearchError: The publish failed and the catalog cannot be read
+                to tell whether it landed; ``new_files`` are kept for the next
+                writer, which judges them against the committed generation.
+        """
         try:
-            generation = self.catalog.publish(state.generation, change)
-        except BaseException:
-            remove_files(new_files)
-            raise
+            self.catalog.publish(state.generation, change)
+        except BaseException as exc:
+            if not self._landed(state, change, exc):
+                remove_files(new_files)
+                raise
+            self._advance(state.generation + 1)
+            if not isinstance(exc, Exception):
+                raise  # the commit stands; the interrupt goes on
+            return
+        self._advance(state.generation + 1)
+
+    def _landed(self, state: CatalogState, change: Publish, error: BaseException) -> bool:
+        """Whether the failed publish of ``change`` over ``state`` is the committed generation now."""
+        try:
+            now = self.catalog.state()
+        except Exception:
+            raise SemsearchError(
+                f"the outcome of committing generation {state.generation + 1} to {self.catalog.safe_url()} "
+                f"is unknown ({type(error).__name__}: {error}); its files are kept, and the next write "
+                "keeps or removes them by the committed generation"
+            ) from error
+        return now.generation == state.generation + 1 and now.segments == tuple(change.segments)
+
+    def _advance(self, generation: int) -> None:
+        """After ``generation`` is committed: ``HEAD``, this process's view, unreferenced files."""
         write_head(self.root, generation)
         new_state = self.catalog.state()
         self.reader.advance(new_state)

@@ -148,3 +148,42 @@ def foreign_catalog_urls() -> st.SearchStrategy:
     port = st.one_of(st.just(""), st.integers(1, 65535).map(lambda p: f":{p}"))
     url = st.tuples(driver, user, host, port, query).map(lambda t: f"{t[0]}://{t[1]}@{t[2]}{t[3]}/db{t[4]}")
     return st.one_of(url, hostile_text)
+
+
+# -- crafted collection directories (a collection may come from someone else) --------------------------------
+SEGMENT_FILES = ["segment.json", "keys.npy", "doc_chunks.npy", "spans.npy", "byte_spans.npy", "text.bin",
+                 "text_offsets.npy", "doc_lengths.npy", "terms.txt", "vectors.faiss", "postings.indptr.npy",
+                 "postings.rows.npy", "postings.tf.npy", "chunk_terms.indptr.npy", "chunk_terms.rows.npy"]
+SEGMENT_ARRAYS = [name for name in SEGMENT_FILES if name.endswith(".npy")]
+
+
+def segment_names() -> st.SearchStrategy:
+    """Names a hostile catalog may give a segment: absolute paths, ``..`` escapes, odd text, odd types."""
+    return st.one_of(
+        st.sampled_from(["/etc", "/tmp/x", "..", "../outside", "s000001/../../outside", "s000001/", "./s000001",
+                         "S000001", "s1", "s000001\x00", "s" + "9" * 40, "", " ", "segments"]),
+        hostile_text,
+        st.integers(-5, 5),
+        st.none(),
+        st.lists(st.text(max_size=3), max_size=2),
+    )
+
+
+def collection_damage() -> st.SearchStrategy:
+    """One way to damage a collection's first segment: ``(kind, file, detail)``.
+
+    Kinds: ``symlink`` (the file links to another file), ``fifo`` (the file is a
+    FIFO), ``truncate`` (the file cut to ``detail`` of its bytes, 0 <= detail < 1),
+    ``reshape`` (an array of another shape, ``detail`` = (shape, dtype)), and
+    ``faiss`` (another index, ``detail`` = (vectors, dimension)).
+    """
+    shapes = st.lists(st.integers(0, 6), min_size=0, max_size=3).map(tuple)
+    dtypes = st.sampled_from(["int64", "int32", "float32", "float64", "uint8", "bool"])
+    truncatable = [name for name in SEGMENT_FILES if name != "terms.txt"]  # a shorter vocabulary is still one
+    return st.one_of(
+        st.tuples(st.just("symlink"), st.sampled_from(SEGMENT_FILES), st.none()),
+        st.tuples(st.just("fifo"), st.sampled_from(SEGMENT_FILES), st.none()),
+        st.tuples(st.just("truncate"), st.sampled_from(truncatable), st.floats(0, 0.99)),
+        st.tuples(st.just("reshape"), st.sampled_from(SEGMENT_ARRAYS), st.tuples(shapes, dtypes)),
+        st.tuples(st.just("faiss"), st.just("vectors.faiss"), st.tuples(st.integers(0, 12), st.integers(1, 40))),
+    )

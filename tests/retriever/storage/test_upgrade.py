@@ -153,3 +153,53 @@ def test_a_damaged_format_1_index_is_reported(old):
     with pytest.raises(CorruptCollectionError, match="vectors.7.faiss"):
         upgrade(old, progress=False)
     assert json.loads((old / MANIFEST).read_text())["format_version"] == 1
+
+
+def other_applications_tables(url: str) -> None:
+    """Tables named as format 1's, owned by another application sharing the database."""
+    from sqlalchemy import text
+
+    from retriever.storage.catalog import make_engine
+
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE documents (id INTEGER PRIMARY KEY, body TEXT)"))
+        conn.execute(text("CREATE TABLE chunks (id INTEGER PRIMARY KEY)"))
+        conn.execute(text("CREATE TABLE state (id INTEGER PRIMARY KEY, collection_uuid VARCHAR(36))"))
+        conn.execute(text("INSERT INTO documents VALUES (1, 'not semsearch''s')"))
+        conn.execute(text("INSERT INTO state VALUES (1, 'another-application')"))
+    engine.dispose()
+
+
+def table_names(url: str) -> set[str]:
+    from sqlalchemy import inspect
+
+    from retriever.storage.catalog import make_engine
+
+    engine = make_engine(url)
+    try:
+        return set(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_of_a_current_collection_leaves_other_applications_tables(catalog_url, tiny_embedder, tmp_path):
+    path = tmp_path / "col"
+    with Collection.create(path, tiny_embedder, catalog_url=catalog_url) as col:
+        col.add({"id": "a", "text": "tea"})
+        url = col.manifest.catalog_location(path)
+    other_applications_tables(url)
+    assert "nothing to do" in upgrade(path, progress=False)
+    assert {"documents", "chunks", "state"} <= table_names(url)
+    with Collection.open(path, tiny_embedder) as col:
+        assert list(col.ids()) == ["a"]
+
+
+def test_a_format_1_catalog_of_another_collection_is_not_converted(old):
+    db = sqlite3.connect(old / "catalog.sqlite")
+    db.execute("UPDATE state SET collection_uuid = 'another-collection'")
+    db.commit()
+    db.close()
+    with pytest.raises(CorruptCollectionError, match="another-collection"):
+        upgrade(old, progress=False)
+    assert {"documents", "chunks", "state"} <= table_names(f"sqlite:///{old / 'catalog.sqlite'}")
