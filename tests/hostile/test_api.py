@@ -148,8 +148,8 @@ def test_a_crafted_manifest_never_gets_the_catalog_password(crafted_root, url, m
             Collection.open(crafted_root).close()
         except SemsearchError as exc:
             assert SECRET not in str(exc)
-        for given in sent:
-            parsed = given if isinstance(given, sqlalchemy.engine.URL) else None
+        for sent_url in sent:
+            parsed = sent_url if isinstance(sent_url, sqlalchemy.engine.URL) else None
             assert parsed is None or parsed.password != SECRET, url
 
 
