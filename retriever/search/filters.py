@@ -60,6 +60,8 @@ def parse_where(text: str | None) -> dict | None:
         where = json.loads(text)
     except json.JSONDecodeError as exc:
         raise FilterError(f"filter is not valid JSON: {exc}") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise FilterError(f"filter holds a number too long to read: {str(exc).split(';')[0]}") from None
     except RecursionError:
         raise FilterError(f"filter is nested too deeply (the limit is {MAX_DEPTH} levels)") from None
     if not isinstance(where, dict):

@@ -273,3 +273,9 @@ def typed_col(request, tiny_embedder, tmp_path_factory):
     )
     yield collection
     collection.close()
+
+
+def test_parse_where_refuses_a_number_too_long_to_read():
+    """Python refuses to convert integers of more than 4,300 digits; the filter says so instead of a bare ValueError."""
+    with pytest.raises(FilterError, match="number too long"):
+        parse_where('{"year": ' + "7" * 5_000 + "}")
