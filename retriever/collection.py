@@ -38,13 +38,13 @@ from retriever.search.searcher import Searcher
 from retriever.storage.catalog import Catalog
 from retriever.storage.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.storage.changes import Change, WriteReport, classify
-from retriever.storage.cleanup import prepare_directory, size_on_disk
+from retriever.storage.cleanup import prepare_directory, remove_files, size_on_disk
 from retriever.storage.generations import write_head
 from retriever.storage.manifest import MANIFEST, Manifest
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.storage.staging import EmbedFn, check_staged, remove_folders, stage, staged_rows
+from retriever.storage.staging import EmbedFn, check_staged, stage, staged_rows
 from retriever.storage.writer import Writer
 
 __all__ = ["Collection", "WriteReport", "DEFAULT_MODE"]
@@ -459,7 +459,7 @@ class Collection:
             with self.writer.locked():
                 kinds, chunks = self.writer.commit(staged, [doc for doc, kind in plan if kind != "text"], embed)
         finally:
-            remove_folders(staged)
+            remove_files(staged)
         return WriteReport.of([doc.id for doc in docs], kinds, chunks)
 
     def prepare(
@@ -510,7 +510,7 @@ class Collection:
             with self.writer.locked():
                 kinds, chunks = self.writer.commit(staged, [], self._embed_fn([], None))
         finally:
-            remove_folders(staged)
+            remove_files(staged)
         return WriteReport.of(list(dict.fromkeys(row["id"] for row in rows)), kinds, chunks)
 
     def delete(self, ids: Iterable[str]) -> WriteReport:

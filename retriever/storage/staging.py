@@ -80,7 +80,7 @@ def stage(
         ]
         atomic_write_text(folder / STAGED_ROWS, json.dumps(rows, ensure_ascii=False))
     except BaseException:
-        remove_folders([folder])
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     return folder
 
@@ -116,9 +116,3 @@ def may_be_alive(folder: Path) -> bool:
         return time.time() - folder.stat().st_mtime < STAGED_MAX_AGE
     except OSError:
         return False
-
-
-def remove_folders(folders: Sequence[Path]) -> None:
-    """Remove staged folders that still exist."""
-    for folder in folders:
-        shutil.rmtree(folder, ignore_errors=True)
