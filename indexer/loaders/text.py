@@ -116,8 +116,8 @@ def _markdown_title(text: str) -> str:
                 fence = ""
         elif opener:
             fence = opener.group(1)
-        elif (opening := _ATX_OPENING.match(line)) and (title := _heading_text(line[opening.end():])):
-            return title
+        elif (opening := _ATX_OPENING.match(line)) and (title := _heading_text(line[opening.end():])).strip():
+            return title  # a heading of Unicode blanks alone ("# \u3000") is blank too
     return ""
 
 

@@ -218,3 +218,13 @@ def test_jsonl_that_stops_being_utf8_past_the_sample_keeps_the_records_before(tm
     assert [item.id for item in items[:-1]] == [f"d{i}" for i in range(len(items) - 1)]
     assert items[-1].source == str(path.resolve())
     assert items[-1].reason.startswith("not valid utf-8 after line ")
+
+
+def test_a_heading_of_unicode_blanks_alone_is_no_title(tmp_path):
+    """``# \\u3000`` is blank: the title falls back to the file name, as for ``#  ``."""
+    from indexer.loaders import load_path
+
+    path = tmp_path / "doc.md"
+    path.write_text("# \u3000\n\nsome text\n", encoding="utf-8")
+    (doc,) = load_path(path)
+    assert doc.title == "doc"
