@@ -18,7 +18,8 @@ help:
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files"
 	@echo "make bench     every benchmark below: quality, speed, scale and Ray (run them on a quiet machine)"
-	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode"
+	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode;"
+	@echo "                    then few-shot tagging, frozen embeddings against TF-IDF (benchmarks/tagging.py)"
 	@echo "make bench-ray      one process against the Ray job (2 workers) on 1,500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
@@ -65,6 +66,7 @@ bench: bench-quality bench-speed bench-scale bench-index bench-ray
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
+	$(BIN)/python -m benchmarks.tagging
 
 bench-scale: install
 	$(BIN)/python -m benchmarks.scale

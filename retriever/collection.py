@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence, Union
 
@@ -46,12 +47,20 @@ from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR
 from retriever.storage.staging import EmbedFn, check_staged, stage, staged_rows
 from retriever.storage.writer import Writer
+from retriever.tagging import applying as tag_applying
+from retriever.tagging import fitting as tag_fitting
+from retriever.tagging.applying import TagReport
+from retriever.tagging.evaluation import TagEvaluation
+from retriever.tagging.examples import Example, check_examples
+from retriever.tagging.on_commit import TagOnCommit
+from retriever.tagging.store import load_taggers
 
-__all__ = ["Collection", "WriteReport", "DEFAULT_MODE"]
+__all__ = ["Collection", "WriteReport", "TagReport", "DEFAULT_MODE"]
 
 DEFAULT_OVERLAP = 32
 DEFAULT_MODE = "hybrid"
 Vectors = Union[np.ndarray, Sequence[Sequence[float]]]  # (documents, dim) embeddings computed elsewhere
+Examples = Union[str, os.PathLike, Iterable[Union[Example, dict[str, Any]]]]  # a file, or labelled records
 BM25_SETTINGS = {"k1": DEFAULT_K1, "b": DEFAULT_B, "stemmer": "porter", "stopwords": "en", "fields": "title+text"}
 
 
@@ -81,6 +90,7 @@ class Collection:
         self.writer = Writer(
             self.root, self.catalog, self.reader, self.analyzer, self.index_policy, self.merge_policy, lock_timeout
         )
+        self.writer.on_commit = TagOnCommit(self.root, manifest.model["sha256"])
         self.searcher = Searcher(
             self.catalog, self.reader, self.analyzer, manifest.bm25, self.index_policy,
             lambda query: self.embedder.embed([query]),
@@ -361,7 +371,7 @@ class Collection:
         return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact)
 
     def info(self) -> dict[str, Any]:
-        """Counts, model, index and catalog settings, segments, size on disk and last update."""
+        """Counts, model, index and catalog settings, segments, taggers, size on disk and last update."""
         n_docs, n_chunks = self.catalog.counts()
         catalog_state = self.catalog.state()
         view = self.reader.current()
@@ -380,6 +390,7 @@ class Collection:
             "catalog": self.catalog.safe_url(),
             "generation": catalog_state.generation,
             "size_bytes": size_on_disk(self.root),
+            "taggers": {name: {"method": t.method, "labels": t.classes} for name, t in load_taggers(self.root).items()},
             "created_at": self.manifest.created_at,
             "updated_at": dt.datetime.fromtimestamp(catalog_state.updated_at, dt.timezone.utc).isoformat(
                 timespec="seconds"
@@ -387,8 +398,103 @@ class Collection:
         }
 
     def metadata_fields(self) -> dict[str, list]:
-        """Metadata field names with example values (for building filters)."""
-        return self.catalog.metadata_fields()
+        """Metadata field names with example values (for building filters); a tagged field lists all its labels."""
+        fields = self.catalog.metadata_fields()
+        for name, tagger in load_taggers(self.root).items():
+            seen = fields.get(name, [])
+            fields[name] = list(tagger.classes) + [v for v in seen if v not in tagger.classes]
+        return fields
+
+    # -- tagging ----------------------------------------------------------
+    def tag(
+        self,
+        field: str,
+        examples: Examples,
+        *,
+        method: str = tag_fitting.AUTO,
+        min_probability: float = 0.0,
+        dry_run: bool = False,
+        progress: bool = False,
+    ) -> TagReport:
+        """Learn ``field`` from a few labelled examples and label every document, in one generation.
+
+        A logistic regression over the documents' stored vectors (each
+        document's chunk vectors pooled into one; nothing is re-encoded) or
+        over TF-IDF; ``auto`` cross-validates both on the examples and takes
+        the better. Every document gets ``field`` and ``<field>_probability``
+        in its metadata, so ``where={field: label}`` filters by it; the tagger
+        is kept in the collection and labels documents added later, at commit.
+
+        Args:
+            field: The metadata field to write.
+            examples: An examples file (``.jsonl`` or ``.csv``) or records with
+                ``label`` and ``id`` (a document here) or ``text``
+                (``retriever.tagging.examples``).
+            method: ``"auto"`` (default), ``"embedding"`` or ``"tfidf"``.
+            min_probability: Leave ``field`` out below this probability (default 0.0).
+            dry_run: Only count what each label would get; write nothing.
+            progress: Show a progress bar.
+
+        Returns:
+            The ``TagReport``: label counts, documents written, the evaluation behind ``auto``.
+
+        Raises:
+            BadInputError: A bad field, method, probability or example (an id not
+                in the collection, one label only).
+            CollectionLockedError: Another process held the write lock too long.
+        """
+        started = time.perf_counter()
+        checked = self._tag_examples(examples)
+        validation.check_tag_args(field, method, min_probability)
+        tagger, evaluation = tag_fitting.train(self, field, checked, method, min_probability)
+        report = tag_applying.apply_tagger(self, tagger, checked, dry_run=dry_run, progress=progress)
+        report.evaluation = evaluation
+        report.seconds = round(time.perf_counter() - started, 3)
+        return report
+
+    def evaluate_tags(self, examples: Examples, *, folds: int | None = None) -> TagEvaluation:
+        """Cross-validate the frozen-embedding tagger against TF-IDF on ``examples``; writes nothing.
+
+        Args:
+            examples: As for ``tag``.
+            folds: Stratified folds (default: 5, or fewer when a label has fewer examples).
+
+        Returns:
+            Accuracy, macro-F1 and per-label figures of both, and the method ``tag`` would use.
+        """
+        if folds is not None and (isinstance(folds, bool) or not isinstance(folds, int) or folds < 2):
+            raise BadInputError(f"folds must be an integer of at least 2, got {folds!r}")
+        return tag_fitting.evaluate(self, self._tag_examples(examples), folds)
+
+    def stale_tags(self, field: str) -> list[str]:
+        """Ids of documents the tagger of ``field`` has not labelled (added while it could not), sorted.
+
+        Raises:
+            BadInputError: The collection has no tagger for ``field``.
+        """
+        validation.check_tag_args(field, tag_fitting.AUTO, 0.0)
+        return tag_applying.stale_documents(self, field)
+
+    def taggers(self) -> dict[str, dict[str, Any]]:
+        """The collection's taggers by field: method, labels, model, examples per label, threshold, training time."""
+        return {
+            name: {
+                "method": t.method, "labels": t.classes, "model": t.model, "examples": t.examples,
+                "min_probability": t.min_probability, "probability_field": t.probability_field,
+                "trained_at": t.trained_at,
+            }
+            for name, t in load_taggers(self.root).items()
+        }
+
+    @staticmethod
+    def _tag_examples(examples: Examples) -> list[Example]:
+        if isinstance(examples, (str, os.PathLike)):
+            from retriever.tagging.examples import read_examples
+
+            return read_examples(examples)
+        if isinstance(examples, (bytes, dict)) or not hasattr(examples, "__iter__"):
+            raise BadInputError(f"examples must be a file path or a list of records, got {type(examples).__name__}")
+        return check_examples(examples)
 
     # -- writes -----------------------------------------------------------
     def classify(self, documents: Iterable[Document | dict[str, Any]]) -> list[tuple[Document, Change]]:

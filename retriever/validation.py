@@ -221,3 +221,21 @@ def _is_number(value: Any) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     return _is_int(value)
+
+
+MAX_FIELD_CHARS = 200  # a tagged field's name
+
+
+def check_tag_args(field: Any, method: Any, min_probability: Any) -> None:
+    """``tag``'s field (a short printable name), method (``auto``, ``embedding``, ``tfidf``) and threshold in [0, 1]."""
+    if not isinstance(field, str) or not field.strip():
+        raise BadInputError(f"field must be a non-empty string, got {printable(repr(field), 60)}")
+    check_utf8(field, "field")
+    if len(field) > MAX_FIELD_CHARS or not field.isprintable():
+        raise BadInputError(f"field {printable(field, 60)} must be printable and at most {MAX_FIELD_CHARS} characters")
+    if method not in ("auto", "embedding", "tfidf"):
+        raise BadInputError(f"unknown tagging method {printable(repr(method), 60)}; choose auto, embedding or tfidf")
+    if isinstance(min_probability, bool) or not isinstance(min_probability, (int, float)) or not (
+        0.0 <= min_probability <= 1.0
+    ):
+        raise BadInputError(f"min_probability must be a number from 0 to 1, got {printable(repr(min_probability), 60)}")

@@ -91,6 +91,8 @@ def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
         ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
         ("index", info["index"]),
         ("catalog", info["catalog"]),
+        ("taggers", "; ".join(f"{name} ({t['method']}: {', '.join(map(str, t['labels']))})"
+                              for name, t in info["taggers"].items()) or "none"),
         ("size", f"{info['size_bytes'] / 1e6:.1f} MB"),
         ("created", info["created_at"]),
         ("updated", info["updated_at"]),

@@ -72,6 +72,9 @@ _BY_KEYS_SQL = (  # the columns in StoredDocument's order; names quoted for ever
     f'FROM {documents.name} WHERE "key" IN ({{keys}})'
 )
 _BY_IDS = select(documents).where(documents.c.id.in_(bindparam("ids", expanding=True)))
+_SET_METADATA = update(documents).where(documents.c.id == bindparam("doc_id")).values(
+    meta=bindparam("new_meta", type_=JSON), content_hash=bindparam("new_hash"))  # executemany: one row each
+_DROP_FIELDS = delete(fields).where(fields.c.key == bindparam("doc_key"))
 
 state = Table(
     "semsearch_state",
@@ -267,13 +270,10 @@ class Catalog:
                 gone = select(documents.c.key).where(documents.c.id.in_(part))
                 conn.execute(delete(fields).where(fields.c.key.in_(gone)))
                 conn.execute(delete(documents).where(documents.c.id.in_(part)))
-            for doc_id, key, meta, content_hash in change.metadata:
-                conn.execute(
-                    update(documents)
-                    .where(documents.c.id == doc_id)
-                    .values(meta=meta, content_hash=content_hash, updated_at=now)
-                )
-                conn.execute(delete(fields).where(fields.c.key == key))
+            for part in _chunked(list(change.metadata)):
+                conn.execute(_SET_METADATA.values(updated_at=now),
+                             [{"doc_id": d, "new_meta": meta, "new_hash": h} for d, _, meta, h in part])
+                conn.execute(_DROP_FIELDS, [{"doc_key": key} for _, key, _, _ in part])
             leaves = [row for doc_id, key, meta, _ in change.metadata for row in field_rows(key, meta)]
             leaves += [row for doc in change.insert for row in field_rows(doc.key, doc.metadata)]
             if leaves:
@@ -334,10 +334,6 @@ class Catalog:
                 conn.connection.driver_connection.rollback()  # end the read: PostgreSQL opened a transaction
         return found
 
-    def content_hashes(self, ids: Sequence[str]) -> dict[str, str]:
-        """``{id: content_hash}`` for the ids that exist."""
-        return {doc_id: row.content_hash for doc_id, row in self.lookup(ids).items()}
-
     def matching_keys(self, where: dict) -> np.ndarray:
         """Sorted keys of documents whose metadata satisfies ``where`` (int64)."""
         plan = FilterPlan(where, fields, documents)
@@ -374,6 +370,13 @@ class Catalog:
                     if isinstance(value, (str, int, float, bool)) and value not in values and len(values) < 20:
                         values.append(value)
         return fields
+
+    def iter_metadata(self) -> Iterator[tuple[str, dict]]:
+        """``(id, metadata)`` of every document, streamed in id order."""
+        with self.engine.connect() as conn:
+            query = select(documents.c.id, documents.c.meta).order_by(documents.c.id)
+            for doc_id, meta in conn.execution_options(yield_per=1000).execute(query):
+                yield doc_id, dict(meta or {})
 
     def iter_ids(self) -> Iterator[str]:
         with self.engine.connect() as conn:

@@ -24,7 +24,8 @@ from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 
 LOCK_FILE = ".write.lock"
-OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE}  # what a collection directory holds
+TAGGERS_DIR = "taggers"  # trained taggers (retriever.tagging.store)
+OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE, TAGGERS_DIR}  # what a collection holds
 
 
 def remove_unreferenced(root: Path, state: CatalogState) -> None:

@@ -16,7 +16,7 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 from filelock import FileLock, Timeout
@@ -49,8 +49,18 @@ class _Changes:
     placements: list[tuple[Path, np.ndarray, list[int]]] = field(default_factory=list)  # folder, keys, dropped rows
 
 
+#: ``on_commit(inserts, metadata updates, stored rows, placements) -> metadata updates``: a commit's last
+#: say over the rows it publishes (the collection's taggers label them there); it may change the inserts'
+#: metadata in place.
+CommitHook = Callable[[list[DocumentRow], list, dict[str, StoredDocument], list], list]
+
+
 class Writer:
-    """Writes the collection at ``root`` under its single-writer lock."""
+    """Writes the collection at ``root`` under its single-writer lock.
+
+    Attributes:
+        on_commit: Optional ``CommitHook``, called by ``commit`` before it publishes.
+    """
 
     def __init__(
         self,
@@ -70,6 +80,7 @@ class Writer:
         self.merge_policy = merge_policy
         self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
         self._lock_timeout = lock_timeout
+        self.on_commit: CommitHook | None = None
 
     @property
     def is_locked(self) -> bool:
@@ -128,6 +139,8 @@ class Writer:
         changes = self._changes(staged, rows_of, others, stored, state.next_key)
         if not changes.inserts and not changes.metadata:
             return changes.kinds, 0
+        if self.on_commit is not None:
+            changes.metadata = self.on_commit(changes.inserts, changes.metadata, stored, changes.placements)
         touched: list[Path] = []
         try:
             parts, touched = self._with_deletions(view, changes.replaced, state.generation + 1)
@@ -212,6 +225,16 @@ class Writer:
         change = Publish(refs(parts), state.next_key, state.next_segment, remove=sorted(stored))
         self.publish(state, change, new_files=touched)
         return sorted(stored)
+
+    def update_metadata(self, updates: Sequence[tuple[str, int, dict, str]]) -> int:
+        """Publish new metadata for stored rows, ``(id, key, metadata, content hash)`` each, as one generation.
+
+        No segment changes; the rows keep their keys. Returns the new generation.
+        """
+        state, view = self.state()
+        change = Publish(refs(view.parts), state.next_key, state.next_segment, metadata=list(updates))
+        self.publish(state, change, new_files=[])
+        return state.generation + 1
 
     def _with_deletions(
         self, view: View, keys: Sequence[int], generation: int

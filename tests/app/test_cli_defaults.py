@@ -85,3 +85,11 @@ def test_index_and_serve_flags_default_to_the_indexer_and_the_service():
 
     assert parsed("index", "docs", "-c", "col")["max_file_mb"] * 1024 * 1024 == DEFAULT_MAX_BYTES
     assert parsed("serve", "-c", "col")["deadline"] == DEFAULT_DEADLINE_S
+
+
+def test_tag_flags_default_to_collection_tag():
+    from retriever.collection import Collection
+
+    args = parsed("tag", "-c", "col", "--field", "f", "--examples", "e.jsonl")
+    defaults = parameter_defaults(Collection.tag)
+    assert (args["method"], args["min_probability"]) == (defaults["method"], defaults["min_probability"])

@@ -104,6 +104,21 @@ def test_k_mode_and_filters(monkeypatch, collection):
     assert at.text_area(key="where").value == "" and len(cards(at)) == 4
 
 
+def test_a_tagged_field_is_offered_with_every_label(monkeypatch, collection):
+    from retriever import Collection
+
+    with Collection.open(collection) as col:
+        col.tag("kind", [{"id": "tea", "label": "tea"}, {"id": "rivers", "label": "nature"},
+                         {"text": "coffee and tea in a cup", "label": "tea"}], method="tfidf")
+        nature = sorted(doc_id for doc_id in col.ids() if col.get(doc_id).metadata["kind"] == "nature")
+    at = app(monkeypatch, collection, q="water", k="10")
+    no_failure(at)
+    assert at.multiselect(key="f:col:kind").options == ["nature", "tea"]
+    at.multiselect(key="f:col:kind").set_value(["nature"]).run()
+    no_failure(at)
+    assert len(cards(at)) == len(nature) and "Rivers" in "".join(cards(at))
+
+
 def test_bad_filter_and_failures_are_messages(monkeypatch, collection):
     at = app(monkeypatch, collection, q="tea", where="{not json")
     assert not at.exception
