@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from app.server.public import public_message
-from app.server.responses import AsciiJSONResponse
+from app.server.responses import AsciiJSONResponse, error_body
 from retriever.errors import BadInputError, CollectionLockedError, DeadlineExceededError, SemsearchError
 from retriever.unicode_policy import printable
 
@@ -37,14 +37,16 @@ def add_error_handlers(app: FastAPI) -> None:
     """Map validation errors, HTTP errors, the retriever's errors and any other exception to JSON answers."""
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = validation_errors(exc.errors())
-        return AsciiJSONResponse({"detail": validation_detail(errors), "errors": errors}, status_code=422)
+        body = error_body(request.url.path, validation_detail(errors), 422) | {"errors": errors}
+        return AsciiJSONResponse(body, status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = HTTP_DETAILS.get(str(exc.detail), exc.detail)
-        return AsciiJSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+        return AsciiJSONResponse(error_body(request.url.path, detail, exc.status_code), status_code=exc.status_code,
+                                 headers=exc.headers)
 
     @app.exception_handler(BadInputError)
     async def bad_input(request: Request, exc: BadInputError) -> JSONResponse:

@@ -12,7 +12,7 @@ import hmac
 import anyio
 
 from app.server.limits import MAX_DRAIN_BYTES
-from app.server.responses import AsciiJSONResponse
+from app.server.responses import AsciiJSONResponse, error_body
 
 
 class BodyLimitMiddleware:
@@ -93,7 +93,8 @@ class ApiKeyMiddleware:
         problem = self._problem(dict(scope.get("headers") or []))
         if problem is None:
             return await self.app(scope, receive, send)
-        response = AsciiJSONResponse({"detail": problem}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        body = error_body(scope.get("path") or "", problem, 401)
+        response = AsciiJSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
         await response(scope, receive, send)
 
     def _problem(self, headers: dict[bytes, bytes]) -> str | None:

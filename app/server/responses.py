@@ -13,3 +13,12 @@ class AsciiJSONResponse(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def error_body(path: str, detail: Any, status: int) -> dict[str, Any]:
+    """``{"detail"}``; on the OpenAI-compatible ``/v1`` routes also OpenAI's ``{"error": {"message", "type", ...}}``."""
+    body: dict[str, Any] = {"detail": detail}
+    if path.startswith("/v1/"):
+        kind = {401: "authentication_error", 404: "not_found_error"}.get(status, "invalid_request_error")
+        body["error"] = {"message": str(detail), "type": kind, "param": None, "code": None}
+    return body

@@ -1,4 +1,5 @@
-"""The routes of the HTTP API: service (``/health``, ``/stats``), search (``/search``, ``/embed``), documents.
+"""The routes of the HTTP API: service (``/health``, ``/stats``), search (``/search``, ``/embed``), documents,
+and the OpenAI-compatible ``/v1`` routes (``app.server.openai_compat``).
 
 Each route checks what the schema cannot, then runs the collection's work
 through the request's ``Deadline``; errors it raises become JSON answers in
@@ -15,6 +16,7 @@ from fastapi import FastAPI, HTTPException
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
 from app.server.merging import BackgroundMerges
+from app.server.openai_compat import add_openai_routes
 from app.server.public import public_info
 from app.server.schemas import (
     DocumentOut,
@@ -37,6 +39,7 @@ def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: W
     add_service_routes(app, collection, limit, workers)
     add_search_routes(app, collection, limit)
     add_document_routes(app, collection, limit)
+    add_openai_routes(app, collection, limit)
 
 
 def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None) -> None:

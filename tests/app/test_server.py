@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -14,6 +15,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 import pytest
@@ -93,19 +95,25 @@ def start_server(
     raise AssertionError("server did not answer /health within 90 s")
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory, tiny_model_dir):
+@contextlib.contextmanager
+def serving(tmp: Path, model_dir: Path) -> Iterator[tuple[str, Path]]:
+    """``semsearch serve`` (key ``KEY``) over a new collection of ``DOCS`` in ``tmp``: ``(base URL, collection)``."""
     from retriever import Collection
 
-    tmp = tmp_path_factory.mktemp("served")
     path = tmp / "col"
-    with Collection.create(path, tiny_model_dir) as col:
+    with Collection.create(path, model_dir) as col:
         col.upsert(DOCS)
     proc, base = start_server(path, tmp, env_key=KEY)
     try:
-        yield Api(base, KEY), path
+        yield base, path
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory, tiny_model_dir):
+    with serving(tmp_path_factory.mktemp("served"), tiny_model_dir) as (base, path):
+        yield Api(base, KEY), path
 
 
 @pytest.fixture()
