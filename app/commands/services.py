@@ -1,4 +1,4 @@
-"""``semsearch ui`` (Streamlit) and ``semsearch serve`` (the HTTP API): long-running services.
+"""``semsearch ui`` (Streamlit), ``semsearch serve`` (the HTTP API) and ``semsearch mcp``: long-running services.
 
 Both refuse to listen beyond loopback without a password or key, and check
 that the address can be listened on before anything is loaded.
@@ -22,11 +22,28 @@ UI_SCRIPT = Path(__file__).resolve().parents[1] / "ui.py"
 
 
 def register(sub) -> None:
-    """Add ``ui`` and ``serve`` to the command's subparsers."""
+    """Add ``ui``, ``serve`` and ``mcp`` to the command's subparsers."""
     add_commands(sub, [
         ("ui", "start the search UI in the browser (Streamlit)", add_ui_flags),
         ("serve", "start the HTTP API (FastAPI; OpenAPI docs at /docs)", add_serve_flags),
+        ("mcp", "serve a collection to MCP clients over stdio (tools: search, fetch, fields)", add_mcp_flags),
     ])
+
+
+def add_mcp_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch mcp``: ``-c``."""
+    add_collection_arg(p)
+    p.set_defaults(handler=run_mcp)
+
+
+def run_mcp(args) -> int:
+    """Answer MCP over stdin/stdout until the client closes it; the SDK is checked before the collection opens."""
+    if importlib.util.find_spec("mcp") is None:
+        raise UsageError("semsearch mcp needs the MCP SDK: pip install 'semsearch[mcp]'")
+    from app.mcp_server import serve_stdio
+
+    serve_stdio(args.collection)
+    return EXIT_OK
 
 
 def add_ui_flags(p: argparse.ArgumentParser) -> None:

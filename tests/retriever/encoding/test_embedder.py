@@ -86,7 +86,9 @@ def test_embedding_is_masked_mean_of_token_states(tiny_embedder, tiny_model_dir)
     mask = batch["attention_mask"].unsqueeze(-1).float()
     mean = (states * mask).sum(1) / mask.sum(1)
     expected = torch.nn.functional.normalize(mean, dim=1).numpy()
-    np.testing.assert_allclose(tiny_embedder.embed(texts), expected, atol=1e-5)
+    # atol 1e-4: the backend auto picks on a busy machine may be ONNX Runtime fp32, which differs from torch's
+    # kernels by up to ~3e-5 per component; pooling padding in would differ by far more than that
+    np.testing.assert_allclose(tiny_embedder.embed(texts), expected, atol=1e-4)
 
 
 def test_overlong_input_warns_with_the_count(tiny_embedder):

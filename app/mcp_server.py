@@ -1,0 +1,124 @@
+"""``semsearch mcp``: a collection served to MCP clients (assistants, agents) over stdio.
+
+Three tools, each a thin call of ``Collection``:
+
+- ``search(query, k=10, where=None, mode="hybrid")``: ranked hits with their
+  ids, titles, scores, the best passage and its character offsets, and metadata;
+- ``fetch(id, start=None, end=None)``: a whole document, or the passage
+  between two character offsets of it (as a hit gives them);
+- ``fields()``: the collection's metadata fields with example values, its
+  size and model, and the search modes (what ``where`` and ``mode`` accept).
+
+A bad argument is the tool's error, naming it; the server goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from retriever.collection import DEFAULT_MODE, Collection
+from retriever.errors import BadInputError, FilterError, SemsearchError
+
+MAX_FETCH_CHARS = 200_000  # a fetched text longer than this comes cut, and says so
+
+
+def build_server(collection: Collection) -> Any:
+    """An ``mcp.server.mcpserver.MCPServer`` with the three tools over ``collection``.
+
+    Raises:
+        ImportError: The MCP SDK is missing (``pip install 'semsearch[mcp]'``).
+    """
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError:
+        raise ImportError("semsearch mcp needs the MCP SDK: pip install 'semsearch[mcp]'") from None
+
+    server = MCPServer(
+        "semsearch",
+        instructions=f"Search the document collection {collection.root.name!r} by meaning and keywords. "
+                     "Call fields first to learn the metadata you can filter on.",
+    )
+
+    @server.tool(structured_output=True)
+    @reported
+    def search(
+        query: str, k: int = 10, where: dict[str, Any] | None = None, mode: str = DEFAULT_MODE
+    ) -> dict[str, Any]:
+        """Find the k documents that best match the query; each hit shows its best passage with offsets.
+
+        Args:
+            query: Free text.
+            k: Number of documents (1 to 100).
+            where: Metadata filter, e.g. {"lang": "en", "year": {"$gte": 2020}}; operators $eq $ne $gt $gte
+                $lt $lte $in $nin $and $or $not.
+            mode: "hybrid" (meaning and keywords, default), "dense" (meaning) or "bm25" (keywords).
+        """
+        hits = collection.search(query, k=min(k, 100), where=where, mode=mode)
+        return {"hits": [hit_answer(hit) for hit in hits]}
+
+    @server.tool(structured_output=True)
+    @reported
+    def fetch(id: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:  # noqa: A002 - MCP's name
+        """A document by id: its whole text, or the passage [start, end) in character offsets (from a hit).
+
+        Args:
+            id: The document id, as a hit gives it.
+            start: First character of the passage (default: the start).
+            end: One past its last character (default: the end).
+        """
+        return fetch_answer(collection, id, start, end)
+
+    @server.tool(structured_output=True)
+    @reported
+    def fields() -> dict[str, Any]:
+        """The metadata fields to filter on (with example values), the search modes, documents and model."""
+        info = collection.info()
+        return {"fields": collection.metadata_fields(), "modes": list(Collection.SEARCH_MODES),
+                "documents": info["documents"], "model": info["model"]}
+
+    return server
+
+
+def reported(tool):
+    """``tool`` with semsearch's errors (a bad filter, an unknown id) passed to the client as the tool's error."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(tool)
+    def call(*args, **kwargs):
+        try:
+            return tool(*args, **kwargs)
+        except FilterError as exc:
+            raise ToolError(f"where: {exc}") from None
+        except SemsearchError as exc:
+            raise ToolError(str(exc)) from None
+
+    return call
+
+
+def hit_answer(hit: Any) -> dict[str, Any]:
+    """A hit as the tool returns it: ``id, title, score, passage, start, end, metadata``."""
+    return {"id": hit.id, "title": hit.title, "score": round(float(hit.score), 6), "passage": hit.text,
+            "start": hit.start, "end": hit.end, "metadata": hit.metadata}
+
+
+def fetch_answer(collection: Collection, doc_id: str, start: int | None, end: int | None) -> dict[str, Any]:
+    """The ``fetch`` answer; an unknown id or offsets outside the text are errors naming them."""
+    doc = collection.get(doc_id)
+    if doc is None:
+        raise BadInputError(f"id: no document {doc_id!r} in the collection")
+    lo = 0 if start is None else start
+    hi = len(doc.text) if end is None else end
+    if not 0 <= lo <= hi <= len(doc.text):
+        raise BadInputError(f"start/end: {lo}..{hi} is outside the document's 0..{len(doc.text)} characters")
+    text = doc.text[lo:hi]
+    cut = len(text) > MAX_FETCH_CHARS
+    return {"id": doc.id, "title": doc.title, "start": lo, "end": lo + min(len(text), MAX_FETCH_CHARS),
+            "length": len(doc.text), "text": text[:MAX_FETCH_CHARS], "cut": cut, "metadata": doc.metadata}
+
+
+def serve_stdio(path: str | Path) -> None:
+    """Open the collection at ``path`` and answer MCP over stdin/stdout until the client closes it."""
+    with Collection.open(path) as collection:
+        build_server(collection).run(transport="stdio")
