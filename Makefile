@@ -23,7 +23,8 @@ help:
 	@echo "make bench-ray      one process against the Ray job (2 workers) on 1,500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
 	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
-	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack"
+	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack;"
+	@echo "                    then what each evidence mode adds to a search (benchmarks/evidence.py)"
 	@echo "make bench-search-ab BASE=rev  search p50 of this checkout against commit rev, taking turns (for refactors)"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
@@ -79,6 +80,7 @@ bench-index: install
 # run; run them on a quiet machine (QUICK=1 for a smoke run).
 bench-speed: install
 	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
+	$(BIN)/python -m benchmarks.evidence
 
 # Search latency of this checkout against commit BASE, the two taking turns on one collection.
 bench-search-ab: install

@@ -1,4 +1,4 @@
-"""``semsearch mcp``: a collection served to MCP clients (assistants, agents) over stdio.
+"""``semsearch mcp``: a collection served to MCP clients (assistants, agents) over stdio or streamable HTTP.
 
 Three tools, each a thin call of ``Collection``:
 
@@ -9,7 +9,10 @@ Three tools, each a thin call of ``Collection``:
 - ``fields()``: the collection's metadata fields with example values, its
   size and model, and the search modes (what ``where`` and ``mode`` accept).
 
-A bad argument is the tool's error, naming it; the server goes on.
+A bad argument is the tool's error, naming it; the server goes on. Over
+HTTP the endpoint is ``/mcp``, and with an API key every request needs it
+(``Authorization: Bearer <key>`` or ``X-API-Key: <key>``), as ``semsearch
+serve``'s routes do.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ def build_server(collection: Collection) -> Any:
     def search(
         query: str, k: int = 10, where: dict[str, Any] | None = None, mode: str = DEFAULT_MODE
     ) -> dict[str, Any]:
-        """Find the k documents that best match the query; each hit shows its best passage with offsets.
+        """Find the k documents that best match the query; each hit shows its best passage with offsets,
+        and the passage's sentences that match best (evidence) with the query's terms in them.
 
         Args:
             query: Free text.
@@ -98,9 +102,10 @@ def reported(tool):
 
 
 def hit_answer(hit: Any) -> dict[str, Any]:
-    """A hit as the tool returns it: ``id, title, score, passage, start, end, metadata``."""
+    """A hit as the tool returns it: ``id, title, score, passage, start, end, evidence, metadata``."""
     return {"id": hit.id, "title": hit.title, "score": round(float(hit.score), 6), "passage": hit.text,
-            "start": hit.start, "end": hit.end, "metadata": hit.metadata}
+            "start": hit.start, "end": hit.end, "evidence": [sentence.to_dict() for sentence in hit.evidence],
+            "metadata": hit.metadata}
 
 
 def fetch_answer(collection: Collection, doc_id: str, start: int | None, end: int | None) -> dict[str, Any]:
@@ -122,3 +127,26 @@ def serve_stdio(path: str | Path) -> None:
     """Open the collection at ``path`` and answer MCP over stdin/stdout until the client closes it."""
     with Collection.open(path) as collection:
         build_server(collection).run(transport="stdio")
+
+
+def http_app(collection: Collection, host: str, api_key: str | None) -> Any:
+    """The streamable-HTTP ASGI app (endpoint ``/mcp``), behind ``api_key`` when one is given.
+
+    Sessions are stateless: each request stands alone, so a client survives a
+    restart of the server and several may share it.
+    """
+    app = build_server(collection).streamable_http_app(host=host, stateless_http=True, json_response=True)
+    if api_key:
+        from app.server.middleware import ApiKeyMiddleware
+
+        return ApiKeyMiddleware(app, api_key)
+    return app
+
+
+def serve_http(path: str | Path, host: str, port: int, api_key: str | None) -> None:
+    """Open the collection at ``path`` and answer MCP over streamable HTTP at ``http://host:port/mcp``."""
+    import uvicorn
+
+    with Collection.open(path) as collection:
+        app = http_app(collection, host, api_key)
+        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)

@@ -14,6 +14,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import ui_passages as passages
 from app import ui_support as sup
 from app.ui_state import default_mode
 from retriever import Collection
@@ -63,7 +64,7 @@ def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: 
         SemsearchError: the search failed (``BadInputError`` for a bad query or filter).
     """
     where = json.loads(where_json) if where_json else None
-    kwargs: dict[str, Any] = {"k": k, "where": where}
+    kwargs: dict[str, Any] = {"k": k, "where": where, "evidence": "auto"}  # a person reads: meaning counts too
     if mode != default_mode():
         kwargs["mode"] = mode
     started = time.perf_counter()
@@ -74,5 +75,7 @@ def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: 
         doc = _col.get(hit.id)
         text = doc.text if doc is not None else hit.text
         start, end = (hit.start, hit.end) if doc is not None else (0, len(hit.text))
-        rows.append(hit.to_dict() | {"passage_html": sup.passage_html(text, start, end), "source": sup.source_of(hit)})
+        evidence = hit.evidence if doc is not None else ()
+        rows.append(hit.to_dict() | {"passage_html": passages.passage_html(text, start, end, evidence),
+                                     "source": sup.source_of(hit)})
     return rows, took

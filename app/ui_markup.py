@@ -50,6 +50,9 @@ CSS = """<style>
 .ss-source {font-size:.8rem; color:rgba(128,128,140,1); margin:.15rem 0 .5rem 2.2rem; word-break:break-all}
 .ss-passage {font-size:.93rem; line-height:1.6; margin-left:2.2rem}
 .ss-passage mark, .ss-doc mark {background:rgba(250,204,21,.42); color:inherit; padding:.05rem .12rem; border-radius:.2rem}
+.ss-passage .ss-term {font-weight:700}
+.ss-passage mark.ss-semantic {background:transparent; text-decoration:underline 2px rgba(234,179,8,.8);
+                              text-underline-offset:.22rem}
 .ss-chips {margin:.5rem 0 0 2.2rem}
 .ss-chip {display:inline-block; font-size:.72rem; padding:.08rem .5rem; margin:0 .3rem .2rem 0; border-radius:.7rem;
           background:rgba(128,128,140,.14)}

@@ -12,6 +12,7 @@ from typing import Any
 
 import streamlit as st
 
+from app import ui_passages as passages
 from app import ui_support as sup
 from app.ui_cache import run_search
 from app.ui_markup import BRAND, FILE_ICON, esc, md_escape, plural, table_html
@@ -108,7 +109,7 @@ def document_page(col: Collection, doc_id: str) -> None:
     if start is not None and end is not None and end <= len(doc.text):
         facts.append(f'matched passage at characters {start:,}–{end:,} (<a href="#match">jump to it</a>)')
     st.html(f'<div class="ss-meta">{" · ".join(facts)}</div>')
-    body, note = sup.document_html(doc.text, start, end)
+    body, note = passages.document_html(doc.text, start, end)
     if note:
         st.caption(note)
     st.html(f'<div class="ss-doc">{body}</div>')

@@ -1,6 +1,6 @@
 """What the Streamlit UI needs that is not Streamlit: finding collections,
-building filters from metadata fields, rendering passages as safe HTML, and
-indexing uploaded files or pasted text.
+building filters from metadata fields, metadata chips, and indexing uploaded
+files or pasted text (passages as HTML: ``app.ui_passages``).
 
 Kept apart from ``app/ui.py`` so it can be tested without a browser and reused
 by other front ends. Every piece of user or document text that reaches HTML
@@ -20,12 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 MANIFEST = "manifest.json"
-CONTEXT_CHARS = 300
-DOCUMENT_VIEW_CHARS = 200_000
 MAX_CHOICES = 20  # the catalog samples at most 20 values per field: 20 means "maybe more"
 HIDDEN_FIELDS = ("encoding",)  # loader bookkeeping nobody filters on
 
-_SPACE = re.compile(r"\s+")
 _SAFE_NAME = re.compile(r"[^\w.\- ()\[\]+,@]+", re.UNICODE)
 
 
@@ -95,56 +92,6 @@ def source_of(hit: Any) -> str:
     meta = getattr(hit, "metadata", None) or {}
     source = meta.get("source")
     return str(source) if source else str(hit.id)
-
-
-# -- passages as HTML --------------------------------------------------------
-def _squash(text: str) -> str:
-    return _SPACE.sub(" ", text)
-
-
-def passage_html(text: str, start: int, end: int, context: int = CONTEXT_CHARS) -> str:
-    """The chunk ``text[start:end]`` highlighted with ``context`` characters each
-    side (cut at word boundaries, "…" where cut), whitespace folded, HTML-escaped."""
-    start = max(0, min(start, len(text)))
-    end = max(start, min(end, len(text)))
-    left_at = max(0, start - context)
-    if left_at > 0:
-        space = text.find(" ", left_at, start)
-        left_at = space + 1 if space != -1 else left_at
-    right_at = min(len(text), end + context)
-    if right_at < len(text):
-        space = text.rfind(" ", end, right_at)
-        right_at = space if space != -1 else right_at
-    left, chunk, right = text[left_at:start], text[start:end], text[end:right_at]
-    return (
-        ("… " if left_at > 0 else "")
-        + html.escape(_squash(left).lstrip())
-        + f"<mark>{html.escape(_squash(chunk))}</mark>"
-        + html.escape(_squash(right).rstrip())
-        + (" …" if right_at < len(text) else "")
-    )
-
-
-def document_html(text: str, start: int | None = None, end: int | None = None,
-                  limit: int = DOCUMENT_VIEW_CHARS) -> tuple[str, str]:
-    """The whole document as escaped HTML (line breaks kept by CSS), the span
-    ``start:end`` highlighted. Past ``limit`` characters only a window around the
-    span is shown; the second value then says which part (never a silent cut)."""
-    n = len(text)
-    has_span = start is not None and end is not None and 0 <= start < end <= n
-    lo, hi = 0, n
-    if n > limit:
-        centre = (start + end) // 2 if has_span else 0
-        lo = max(0, min(centre - limit // 2, n - limit))
-        hi = lo + limit
-    note = "" if (lo, hi) == (0, n) else f"Showing characters {lo:,}–{hi:,} of {n:,}."
-    if not has_span or not (lo <= start and end <= hi):
-        return html.escape(text[lo:hi]), note
-    return (
-        html.escape(text[lo:start])
-        + f'<mark id="match">{html.escape(text[start:end])}</mark>'
-        + html.escape(text[end:hi])
-    ), note
 
 
 def metadata_chips(metadata: dict[str, Any], skip: Sequence[str] = ("source", *HIDDEN_FIELDS), limit: int = 6) -> str:

@@ -120,7 +120,10 @@ def search_queries(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", InputTooLongWarning)
         run = run_queries(
-            lambda text: [hit.id for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha)],
+            lambda text: [
+                hit.id
+                for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha, evidence="none")
+            ],
             dataset.queries,
             progress=progress,
         )

@@ -34,6 +34,7 @@ from retriever.encoding.passages import embed_documents, given_vectors
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search import vector_index
 from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer
+from retriever.search.evidence import DEFAULT_EVIDENCE
 from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 from retriever.search.searcher import Searcher
 from retriever.storage.catalog import Catalog
@@ -93,7 +94,7 @@ class Collection:
         self.writer.on_commit = TagOnCommit(self.root, manifest.model["sha256"])
         self.searcher = Searcher(
             self.catalog, self.reader, self.analyzer, manifest.bm25, self.index_policy,
-            lambda query: self.embedder.embed([query]),
+            lambda texts: self.embedder.embed(texts),
         )  # fmt: skip
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:
@@ -329,6 +330,7 @@ class Collection:
         fusion: str = DEFAULT_FUSION,
         alpha: float = DEFAULT_ALPHA,
         exact: bool = False,
+        evidence: str = DEFAULT_EVIDENCE,
     ) -> list[Hit]:
         """The ``k`` documents that best match ``query`` (or ``vector``).
 
@@ -349,10 +351,15 @@ class Collection:
             alpha: Weight of the dense side in the convex combination (default 0.6).
             exact: Search every vector exactly, also in segments that have an
                 approximate index (default False).
+            evidence: Which sentences of each hit's chunk to return as its
+                evidence (``Hit.evidence``): ``"terms"`` (default: scored by
+                the query's terms, no model call), ``"auto"`` (terms, and the
+                model for chunks without any: a few dozen sentences at most),
+                ``"semantic"`` (every sentence by the model: slower) or ``"none"``.
 
         Returns:
             Hits by descending score, one per document, each showing its best
-            chunk. Scores are cosine similarity (dense), BM25 (bm25) or the
+            chunk and the sentences of it that match best. Scores are cosine similarity (dense), BM25 (bm25) or the
             fused score (hybrid).
 
         Raises:
@@ -362,13 +369,14 @@ class Collection:
             DeadlineExceededError: Run under ``retriever.deadline`` and past it.
         """
         validation.check_search_args(
-            query, k, where, mode, self.SEARCH_MODES, fusion, alpha, has_vector=vector is not None, exact=exact
+            query, k, where, mode, self.SEARCH_MODES, fusion, alpha, has_vector=vector is not None, exact=exact,
+            evidence=evidence,
         )
         if vector is not None:
             vector = validation.check_vectors(vector, 1, self.manifest.model["dim"], "query vector", single=True)
         if query is None:
             mode = "dense"
-        return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact)
+        return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact, evidence)
 
     def info(self) -> dict[str, Any]:
         """Counts, model, index and catalog settings, segments, taggers, size on disk and last update."""

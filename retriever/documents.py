@@ -57,6 +57,57 @@ class Document:
 
 
 @dataclass(frozen=True)
+class TermMatch:
+    """A word of the document that matches a query term (same stem, as BM25 sees it).
+
+    Attributes:
+        term: The word as written in the document.
+        start: Character offset of the word in the document text.
+        end: Offset one past its end.
+    """
+
+    term: str
+    start: int
+    end: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"term": self.term, "start": self.start, "end": self.end}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A sentence of a hit's passage that supports it, best first in ``Hit.evidence``.
+
+    Attributes:
+        text: The sentence.
+        start: Character offset of the sentence in the document text.
+        end: Offset one past its end.
+        score: How well it matches: BM25 of the query's terms within the
+            sentence (``method == "terms"``) or its cosine to the query
+            (``method == "semantic"``).
+        method: ``"terms"`` or ``"semantic"``.
+        terms: The query's terms found in the sentence, in order.
+    """
+
+    text: str
+    start: int
+    end: int
+    score: float
+    method: str
+    terms: tuple[TermMatch, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "start": self.start,
+            "end": self.end,
+            "score": self.score,
+            "method": self.method,
+            "terms": [term.to_dict() for term in self.terms],
+        }
+
+
+@dataclass(frozen=True)
 class Hit:
     """One search result: a document, shown through its best-matching chunk.
 
@@ -68,6 +119,9 @@ class Hit:
         start: Character offset of that chunk in the document text.
         end: Character offset one past the chunk's end.
         metadata: The document's metadata.
+        evidence: The chunk's sentences that match the query best, best
+            first, with the query's terms in them (empty when none match, or
+            when the search asked for none).
     """
 
     id: str
@@ -77,6 +131,7 @@ class Hit:
     start: int
     end: int
     metadata: dict[str, Any]
+    evidence: tuple[Evidence, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape used by ``semsearch search --json`` and the HTTP API."""
@@ -88,6 +143,7 @@ class Hit:
             "start": self.start,
             "end": self.end,
             "metadata": self.metadata,
+            "evidence": [sentence.to_dict() for sentence in self.evidence],
         }
 
 

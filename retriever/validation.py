@@ -18,6 +18,7 @@ import numpy as np
 
 from retriever.documents import Document, coerce_document
 from retriever.errors import BadInputError
+from retriever.search.evidence import EVIDENCE_MODES
 from retriever.search.filters import validate_where
 from retriever.search.fusion import FUSIONS
 from retriever.unicode_policy import check_utf8, printable
@@ -35,6 +36,7 @@ def check_search_args(
     alpha: Any,
     has_vector: bool = False,
     exact: Any = False,
+    evidence: Any = "terms",
 ) -> None:
     """Arguments of ``Collection.search``; ``modes`` are the collection's search modes.
 
@@ -51,6 +53,10 @@ def check_search_args(
             raise BadInputError("query is empty")
     if not isinstance(exact, bool):
         raise BadInputError(f"exact must be True or False, got {printable(repr(exact), 40)}")
+    if not isinstance(evidence, str) or evidence not in EVIDENCE_MODES:
+        raise BadInputError(
+            f"evidence must be one of {', '.join(EVIDENCE_MODES)}, got {printable(repr(evidence), 40)}"
+        )
     if not _is_int(k) or not 1 <= k <= MAX_K:
         raise BadInputError(f"k must be an integer from 1 to {MAX_K:,}, got {printable(repr(k), 40)}")
     if where is not None:

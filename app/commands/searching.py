@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import textwrap
 
@@ -36,6 +37,7 @@ def add_search_mode_args(parser: argparse.ArgumentParser) -> None:
 def add_search_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch search``; ``-k`` defaults to ``Collection.search``'s."""
     from retriever.collection import Collection
+    from retriever.search.evidence import EVIDENCE_MODES
 
     p.add_argument("query", metavar="QUERY")
     add_collection_arg(p)
@@ -44,6 +46,9 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", metavar="JSON", help='metadata filter, e.g. \'{"lang": "en", "year": {"$gte": 2020}}\'')
     add_search_mode_args(p)
     p.add_argument("--exact", action="store_true", help="exact vector search also in large, approximately indexed segments")
+    p.add_argument("--evidence", choices=EVIDENCE_MODES, default=parameter_defaults(Collection.search)["evidence"],
+                   help="which sentences show why a document matched: scored by the query's terms (terms, default), "
+                        "by the model (semantic, slower), terms then the model where no term matches (auto), or none")
     p.add_argument("--json", action="store_true", help="print hits as a JSON list")
     p.set_defaults(handler=run_search)
 
@@ -72,22 +77,39 @@ def run_search(args) -> int:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     with Collection.open(args.collection) as collection:
         hits = collection.search(
-            args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha, exact=args.exact
+            args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha, exact=args.exact,
+            evidence=args.evidence,
         )
     if args.json:
         print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
         return EXIT_OK
     if not hits:
         print("no results", file=sys.stderr)
-    width = min(100, max(40, os.get_terminal_size(sys.stdout.fileno()).columns - 6) if sys.stdout.isatty() else 100)
+    terminal = sys.stdout.isatty()
+    width = min(100, max(40, os.get_terminal_size(sys.stdout.fileno()).columns - 6) if terminal else 100)
+    bold = terminal and not os.environ.get("NO_COLOR")
     for rank, hit in enumerate(hits, 1):
         print(f"{rank:>2}. {hit.score:.3f}  {hit.title or hit.id}")
         if hit.title and hit.title != hit.id:
             print(f"    {hit.id}")
-        snippet = " ".join(hit.text.split())
-        for line in textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]:
+        for line in snippet_lines(hit, width, bold):
             print(f"    {line}")
     return EXIT_OK
+
+
+def snippet_lines(hit, width: int, bold: bool) -> list[str]:
+    """At most three wrapped lines showing a hit: its evidence sentences (query terms in bold where ``bold``),
+    or the start of its passage when it has none."""
+    if not hit.evidence:
+        snippet = " ".join(hit.text.split())
+        return textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]
+    snippet = " … ".join(" ".join(sentence.text.split()) for sentence in hit.evidence)
+    lines = textwrap.wrap(textwrap.shorten(snippet, width * 3, placeholder=" …"), width)[:3]
+    words = {term.term.lower() for sentence in hit.evidence for term in sentence.terms}
+    if not bold or not words:
+        return lines
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(words, key=len, reverse=True))) + r")\b", re.I)
+    return [pattern.sub(lambda m: f"\033[1m{m.group()}\033[0m", line) for line in lines]
 
 
 def run_eval(args) -> int:

@@ -26,23 +26,51 @@ def register(sub) -> None:
     add_commands(sub, [
         ("ui", "start the search UI in the browser (Streamlit)", add_ui_flags),
         ("serve", "start the HTTP API (FastAPI; OpenAPI docs at /docs)", add_serve_flags),
-        ("mcp", "serve a collection to MCP clients over stdio (tools: search, fetch, fields)", add_mcp_flags),
+        ("mcp", "serve a collection to MCP clients over stdio or HTTP (tools: search, fetch, fields)",
+         add_mcp_flags),
     ])
 
 
 def add_mcp_flags(p: argparse.ArgumentParser) -> None:
-    """Flags of ``semsearch mcp``: ``-c``."""
+    """Flags of ``semsearch mcp``: ``-c``, and ``--http`` with its address and key."""
     add_collection_arg(p)
+    p.add_argument("--http", action="store_true",
+                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8001, help="with --http: port (default 8001)")
+    p.add_argument("--api-key", metavar="KEY", help="with --http: require this key on every request; needed to "
+                   "listen on any address but loopback (prefer $SEMSEARCH_API_KEY or --api-key-file)")
+    p.add_argument("--api-key-file", metavar="FILE", help="with --http: read the key from the first line of FILE")
     p.set_defaults(handler=run_mcp)
 
 
 def run_mcp(args) -> int:
-    """Answer MCP over stdin/stdout until the client closes it; the SDK is checked before the collection opens."""
+    """Answer MCP over stdin/stdout until the client closes it, or over HTTP until interrupted.
+
+    The SDK, the address and the key are checked before the collection opens.
+    """
     if importlib.util.find_spec("mcp") is None:
         raise UsageError("semsearch mcp needs the MCP SDK: pip install 'semsearch[mcp]'")
-    from app.mcp_server import serve_stdio
+    if not args.http:
+        if args.api_key or args.api_key_file or args.host != "127.0.0.1" or args.port != 8001:
+            raise UsageError("--host, --port and --api-key apply to --http only; stdio needs no address or key")
+        from app.mcp_server import serve_stdio
 
-    serve_stdio(args.collection)
+        serve_stdio(args.collection)
+        return EXIT_OK
+    if importlib.util.find_spec("fastapi") is None or importlib.util.find_spec("uvicorn") is None:
+        raise UsageError("semsearch mcp --http needs the HTTP server as well: pip install 'semsearch[mcp,api]'")
+    from app.server import API_KEY_ENV
+
+    key = api_key(args, os.environ.get(API_KEY_ENV))
+    if not key and not is_loopback(args.host):
+        raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
+    check_listen(args.host, args.port)
+    from app.mcp_server import serve_http
+
+    print(f"semsearch: MCP for {args.collection} at http://{args.host}:{args.port}/mcp"
+          f"{' (API key required)' if key else ''}", file=sys.stderr)
+    serve_http(args.collection, args.host, args.port, key)
     return EXIT_OK
 
 

@@ -67,7 +67,9 @@ def add_search_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
     @app.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(request: SearchRequest) -> dict[str, Any]:
         """The `k` documents most similar to `query`, each through its best chunk (as `semsearch search --json`)."""
-        kwargs: dict[str, Any] = {"k": request.k, "where": request.where, "exact": request.exact}
+        kwargs: dict[str, Any] = {
+            "k": request.k, "where": request.where, "exact": request.exact, "evidence": request.evidence,
+        }
         if request.vector is not None:
             kwargs["vector"] = request.vector
         if request.mode is not None:  # else the retriever's own default

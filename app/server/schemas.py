@@ -23,6 +23,7 @@ from app.server.limits import (
 )
 from retriever.collection import Collection
 from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
+from retriever.search.evidence import DEFAULT_EVIDENCE, EVIDENCE_MODES
 from retriever.unicode_policy import check_utf8
 
 SearchMode = Literal[Collection.SEARCH_MODES]  # type: ignore[valid-type]  # the modes the retriever has
@@ -46,6 +47,12 @@ class SearchRequest(Strict):
         None, description='metadata filter, e.g. {"lang": "en", "year": {"$gte": 2020}}'
     )
     exact: bool = Field(False, description="exact vector search also in approximately indexed segments")
+    evidence: Literal[EVIDENCE_MODES] = Field(  # type: ignore[valid-type]
+        DEFAULT_EVIDENCE,
+        description="which sentences of each hit's chunk come back as its evidence: scored by the query's terms "
+        "(`terms`, default), by the model (`semantic`, slower), terms then the model where no term matches "
+        "(`auto`), or `none`",
+    )
 
     @field_validator("query")
     @classmethod
@@ -64,6 +71,21 @@ class SearchRequest(Strict):
         return self
 
 
+class TermOut(BaseModel):
+    term: str = Field(description="a word of the document matching a query term")
+    start: int = Field(description="character offset of the word in the document's text")
+    end: int
+
+
+class EvidenceOut(BaseModel):
+    text: str = Field(description="a sentence of the chunk that supports the hit")
+    start: int = Field(description="character offset of the sentence in the document's text")
+    end: int
+    score: float = Field(description="BM25 of the query's terms in it (`terms`) or cosine to the query (`semantic`)")
+    method: Literal["terms", "semantic"]
+    terms: list[TermOut] = Field(description="the query's terms found in the sentence")
+
+
 class HitOut(BaseModel):
     id: str
     score: float
@@ -72,6 +94,7 @@ class HitOut(BaseModel):
     start: int = Field(description="character offset of the chunk in the document's text")
     end: int
     metadata: dict[str, Any]
+    evidence: list[EvidenceOut] = Field(description="the chunk's best-matching sentences, best first")
 
 
 class SearchResponse(BaseModel):

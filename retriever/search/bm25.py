@@ -51,12 +51,24 @@ class Analyzer:
         tokens = [t for t in _TOKEN.findall(text.lower()) if t not in self._stopwords]
         return self._stemmer.stemWords(tokens) if self._stemmer else tokens
 
-    def matches(self, text: str, terms: set[str]) -> list[tuple[int, str]]:
-        """``(character offset, term)`` of every token of ``text`` that analyses to one of ``terms``."""
-        words = [(m.start(), m.group().lower()) for m in _TOKEN.finditer(text)]
-        unique = list({word for _, word in words if word not in self._stopwords})
-        stems = dict(zip(unique, self._stemmer.stemWords(unique) if self._stemmer else unique))
-        return [(offset, stems[word]) for offset, word in words if stems.get(word) in terms]
+    def term_spans(self, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
+        """``(start, end, term)`` of every word of ``text`` that analyses to one of ``terms``; offsets in ``text``.
+
+        The words are found and stemmed once each (distinct words only); only
+        when some match is the text scanned again, for those words alone.
+        """
+        unique = list(set(_TOKEN.findall(text.lower())) - self._stopwords)
+        stems = self._stemmer.stemWords(unique) if self._stemmer else unique
+        wanted = {word: stem for word, stem in zip(unique, stems) if stem in terms}
+        if not wanted:
+            return []
+        pattern = re.compile(r"(?i)\b(?:" + "|".join(map(re.escape, sorted(wanted, key=len, reverse=True))) + r")\b")
+        spans = []
+        for match in pattern.finditer(text):
+            stem = wanted.get(match.group().lower())
+            if stem is not None:
+                spans.append((match.start(), match.end(), stem))
+        return spans
 
     def positions(self, text: str) -> tuple[np.ndarray, list[str]]:
         """Every index term of ``text`` with the character offset of its word.

@@ -8,6 +8,7 @@ document row)`` for BM25.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
@@ -110,3 +111,17 @@ def keyword_chunk(segment: Segment, doc_row: int, terms: Sequence[str]) -> int:
         a, b = np.searchsorted(rows, [lo, hi])
         counts[np.asarray(rows[a:b]) - lo] += 1
     return lo + int(np.argmax(counts))
+
+
+def term_idf(view: View, terms: Sequence[str]) -> dict[str, float]:
+    """BM25's ``idf`` of each of ``terms`` over the view's documents (deleted rows still counted: for display only)."""
+    df = dict.fromkeys(terms, 0)
+    for part in view.parts:
+        postings = part.segment.postings
+        vocabulary = postings.vocabulary
+        for term in terms:
+            at = vocabulary.get(term)
+            if at is not None:
+                df[term] += int(postings.indptr[at + 1] - postings.indptr[at])
+    n = max(view.n_live_docs, max(df.values(), default=0))
+    return {term: math.log1p((n - count + 0.5) / (count + 0.5)) for term, count in df.items()}

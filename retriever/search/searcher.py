@@ -9,8 +9,10 @@ read for their display fields.
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -20,8 +22,9 @@ from retriever.documents import Hit
 from retriever.encoding.batching import MicroBatcher
 from retriever.errors import DeadlineExceededError
 from retriever.search.bm25 import Analyzer
+from retriever.search.evidence import DEFAULT_EVIDENCE, EvidenceFinder, Passage
 from retriever.search.fusion import fuse
-from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk
+from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.catalog import Catalog
 from retriever.storage.reader import GenerationReader
@@ -39,7 +42,8 @@ class Searcher:
         analyzer: The BM25 analyzer the segments were indexed with.
         bm25: ``{"k1", "b"}`` of the collection.
         index_policy: When a segment's approximate index is used.
-        embed_query: ``(text) -> (1, dim)`` unit vector, with the collection's model.
+        embed: ``(texts) -> (n, dim)`` unit vectors, with the collection's model
+            (queries and the sentences of evidence alike).
     """
 
     def __init__(
@@ -49,14 +53,15 @@ class Searcher:
         analyzer: Analyzer,
         bm25: dict[str, Any],
         index_policy: IndexPolicy,
-        embed_query: Callable[[str], np.ndarray],
+        embed: Callable[[list[str]], np.ndarray],
     ) -> None:
         self.catalog = catalog
         self.reader = reader
         self.analyzer = analyzer
         self.k1, self.b = float(bm25["k1"]), float(bm25["b"])
         self.index_policy = index_policy
-        self.embed_query = embed_query
+        self.embed = embed
+        self.evidence = EvidenceFinder(analyzer, lambda terms: term_idf(self.reader.current(), terms), embed)
         self.batcher: MicroBatcher | None = None
 
     def batch_searches(self, max_batch: int, max_wait_s: float) -> None:
@@ -74,6 +79,7 @@ class Searcher:
         fusion: str,
         alpha: float,
         exact: bool,
+        evidence: str = DEFAULT_EVIDENCE,
     ) -> list[Hit]:
         """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them."""
         view = self.reader.current()
@@ -86,8 +92,9 @@ class Searcher:
         depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
         dense: Ranking = ([], {})
         batched = None
+        query_vector = vector
         if mode in ("dense", "hybrid"):
-            query_vector = vector if vector is not None else self.embed_query(query)
+            query_vector = vector if vector is not None else self.embed([query])
             if self.batcher is not None and allowed is None and not exact:
                 batched = self.batcher.submit((view, query_vector, depth))  # scanned with concurrent searches
             else:
@@ -103,7 +110,12 @@ class Searcher:
             ranked = sparse[0]
         else:
             ranked = fuse(dense[0], sparse[0], fusion, alpha)
-        return self._hits(view, ranked[:k], dense[1], sparse[1], query)
+        hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
+        if evidence == "none" or not hits:
+            return hits
+        vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))
+        found = self.evidence.find(passages, query, vector_once, evidence)
+        return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
     def rank_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list[Ranking]:
         """Dense rankings of ``(view, query vector (1, dim), depth)`` items, each group of one view and depth at once."""
@@ -126,8 +138,8 @@ class Searcher:
         dense_chunks: dict[int, tuple[int, int]],
         sparse_rows: dict[int, tuple[int, int]],
         query: str | None,
-    ) -> list[Hit]:
-        """Hits for ranked keys; one catalog read for their display fields.
+    ) -> tuple[list[Hit], list[Passage]]:
+        """Hits for ranked keys, and their chunks in context; one catalog read for their display fields.
 
         Each hit shows its best dense chunk, or (found by keywords alone) the
         chunk holding the most distinct query terms.
@@ -135,7 +147,7 @@ class Searcher:
         display = self.catalog.by_keys([key for key, _ in ranked])
         keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
         terms = sorted(set(self.analyzer(query))) if keyword_only else []
-        hits = []
+        hits, passages = [], []
         for key, score in ranked:
             row = display.get(key)
             if row is None:  # deleted since this view was loaded
@@ -147,8 +159,14 @@ class Searcher:
                 chunk = keyword_chunk(view.parts[i].segment, doc_row, terms)
             segment = view.parts[i].segment
             start, end = (int(x) for x in segment.spans[chunk])
-            hits.append(Hit(row.id, score, row.title, segment.chunk_text(chunk), start, end, row.meta))
-        return hits
+            doc_row = segment.chunk_doc[chunk]  # the chunks either side, for the sentences this one cuts
+            first = max(int(segment.doc_chunks[doc_row]), chunk - 1)
+            last = min(int(segment.doc_chunks[doc_row + 1]) - 1, chunk + 1)
+            passage = Passage.around(*segment.chunks_text(first, last), start, end)
+            text = passage.text[start - passage.offset : end - passage.offset]
+            hits.append(Hit(row.id, score, row.title, text, start, end, row.meta))
+            passages.append(passage)
+        return hits, passages
 
 
 def _batched_result(future: Future) -> Ranking:
@@ -159,3 +177,4 @@ def _batched_result(future: Future) -> Ranking:
     except FutureTimeout:
         future.cancel()
         raise DeadlineExceededError("the search ran past its deadline while waiting for its batch") from None
+

@@ -250,11 +250,11 @@ class Segment:
         lo, hi = self.text_offsets[row], self.text_offsets[row + 1]
         return self.text_blob[lo:hi].tobytes().decode("utf-8")
 
-    def chunk_text(self, chunk: int) -> str:
-        """The text of chunk ``chunk``, cut from its document without reading the rest."""
-        base = self.text_offsets[self.chunk_doc[chunk]]
-        start, end = self.byte_spans[chunk]
-        return self.text_blob[base + start : base + end].tobytes().decode("utf-8")
+    def chunks_text(self, first: int, last: int) -> tuple[str, int]:
+        """The text of chunk rows ``first`` to ``last`` of one document, read alone, and its character offset."""
+        base = self.text_offsets[self.chunk_doc[first]]
+        lo, hi = int(self.byte_spans[first][0]), int(self.byte_spans[first : last + 1, 1].max())
+        return self.text_blob[base + lo : base + hi].tobytes().decode("utf-8"), int(self.spans[first][0])
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Document rows holding ``keys`` (sorted int64); -1 where this segment has none."""

@@ -12,7 +12,7 @@ import pytest
 
 from app.cli import main
 
-HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata"}
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence"}
 
 
 @pytest.fixture()
@@ -57,10 +57,22 @@ def test_search_json_shape_and_metadata(capsys, docs, tmp_path, tiny_model_dir):
     assert len(hits) == 4 and all(set(hit) == HIT_KEYS for hit in hits)
     by_id = {hit["id"]: hit for hit in hits}
     assert by_id["n1"]["metadata"]["lang"] == "en"
+    assert by_id["n1"]["evidence"][0]["text"] == "Coffee beans are roasted."
+    assert [t["term"] for t in by_id["n1"]["evidence"][0]["terms"]] == ["Coffee", "roasted"]
     tea = next(hit for hit in hits if hit["id"].endswith("tea.txt"))
     assert tea["metadata"]["source"] == str((docs / "tea.txt").resolve())
     code, out, _ = run(capsys, "search", "coffee", "-c", tmp_path / "col", "--where", '{"lang": "de"}', "--json")
     assert code == 0 and [hit["id"] for hit in json.loads(out)] == ["n2"]
+
+
+def test_search_text_shows_the_evidence_sentence(capsys, docs, tmp_path, tiny_model_dir):
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    code, out, _ = run(capsys, "search", "deltas", "-c", tmp_path / "col", "--mode", "bm25")
+    assert code == 0 and out.splitlines()[1:] == ["    " + str((docs / "sub" / "rivers.md").resolve()),
+                                                   "    Rivers flow into the sea through deltas."]
+    assert "\033[" not in out  # not a terminal: no bold
+    code, out, _ = run(capsys, "search", "deltas", "-c", tmp_path / "col", "--evidence", "nonsense")
+    assert code == 2
 
 
 def test_reindex_is_incremental_and_prune_removes_gone_files(capsys, docs, tmp_path, tiny_model_dir):

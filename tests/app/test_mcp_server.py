@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import anyio
@@ -11,8 +15,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.app.test_server import DOCS
+from tests.processes import free_port, stop, wait_until_listening
 
 REPO = Path(__file__).resolve().parents[2]
+KEY = "mcp-test-key"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +59,10 @@ def test_tools_search_fetch_and_fields(collection):
                                                              "mode": "bm25"}))
             hit = found["hits"][0]
             assert [h["id"] for h in found["hits"]] == ["kaffee"]
-            assert set(hit) == {"id", "title", "score", "passage", "start", "end", "metadata"}
+            assert set(hit) == {"id", "title", "score", "passage", "start", "end", "evidence", "metadata"}
+            sentence = hit["evidence"][0]
+            assert sentence["method"] == "terms" and [t["term"] for t in sentence["terms"]] == ["Kaffee"]
+            assert hit["passage"][sentence["start"] - hit["start"]:sentence["end"] - hit["start"]] == sentence["text"]
 
             passage = answer(await client.call_tool("fetch", {"id": hit["id"], "start": hit["start"],
                                                               "end": hit["end"]}))
@@ -80,3 +89,52 @@ def test_without_the_sdk_the_command_names_the_extra(collection, capsys, monkeyp
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mcp" else real(name, *a))
     assert main(["mcp", "-c", str(collection)]) == 2
     assert "pip install 'semsearch[mcp]'" in capsys.readouterr().err
+
+
+@pytest.fixture()
+def http_server(collection, tmp_path):
+    """``semsearch mcp --http`` with an API key, as a subprocess; yields its endpoint URL."""
+    port = free_port()
+    log = tmp_path / "mcp-http.log"
+    env = dict(os.environ, SEMSEARCH_API_KEY=KEY)
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "mcp", "-c", str(collection), "--http",
+                                 "--port", str(port)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_until_listening(proc, port, log)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop(proc)
+
+
+def test_streamable_http_behind_the_key(http_server):
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async def run():
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {KEY}"})
+        async with Client(streamable_http_client(http_server, http_client=http)) as client:
+            found = answer(await client.call_tool("search", {"query": "Kaffee", "k": 1, "mode": "bm25"}))
+            assert [h["id"] for h in found["hits"]] == ["kaffee"] and found["hits"][0]["evidence"]
+            fields = answer(await client.call_tool("fields", {}))
+            assert fields["documents"] == len(DOCS)
+
+    anyio.run(run)
+    request = urllib.request.Request(http_server, data=b"{}", method="POST",
+                                     headers={"content-type": "application/json"})
+    for headers, problem in (({}, "missing API key"), ({"Authorization": "Bearer wrong"}, "wrong API key")):
+        for name, value in headers.items():
+            request.add_header(name, value)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 401 and problem in refused.value.read().decode()
+
+
+def test_http_flags_are_checked_before_anything_starts(collection, capsys, monkeypatch):
+    from app.cli import main
+
+    monkeypatch.delenv("SEMSEARCH_API_KEY", raising=False)
+    assert main(["mcp", "-c", str(collection), "--http", "--host", "0.0.0.0"]) == 2
+    assert "without an API key" in capsys.readouterr().err
+    assert main(["mcp", "-c", str(collection), "--api-key", "k"]) == 2
+    assert "apply to --http only" in capsys.readouterr().err

@@ -29,7 +29,7 @@ from app.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key-123"
-HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata"}
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence"}
 DOCS = [
     {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 20,
      "metadata": {"lang": "en", "year": 2021}},
@@ -166,6 +166,17 @@ def test_search_returns_hits_like_the_cli(api):
     for mode in Collection.SEARCH_MODES:
         status, body = api.search(query="tea", k=2, mode=mode)
         assert status == 200 and body["hits"], mode
+
+
+def test_search_hits_carry_evidence_unless_asked_for_none(api):
+    status, body = api.search(query="roasted coffee", k=1, mode="bm25")
+    sentence = body["hits"][0]["evidence"][0]
+    assert status == 200 and sentence["method"] == "terms" and sentence["text"] == body["hits"][0]["text"]
+    assert [t["term"] for t in sentence["terms"]] == ["Coffee", "roasted"]
+    status, body = api.search(query="roasted coffee", k=1, evidence="none")
+    assert status == 200 and body["hits"][0]["evidence"] == []
+    status, body = api.search(query="roasted coffee", evidence="everything")
+    assert status == 422 and "evidence" in json.dumps(body)
 
 
 @pytest.mark.parametrize(

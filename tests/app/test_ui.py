@@ -66,7 +66,10 @@ def test_query_in_url_shows_result_cards(monkeypatch, collection):
     found = cards(at)
     assert len(found) == 4
     page = html_of(at)
-    assert "Green tea" in page and "<mark>" in page and "4 results" in page and " ms" in page
+    assert "Green tea" in page and "4 results" in page and " ms" in page
+    # the evidence sentence is marked and the query's terms in it are bold, not the whole passage
+    assert ('<mark class="ss-evidence" title="holds the query\'s words"><b class="ss-term">Green</b> '
+            '<b class="ss-term">tea</b> is steamed right after picking.</mark>') in page
     # titles and passages are escaped: no markup from documents reaches the page
     assert "Coffee &lt;b&gt;roasting&lt;/b&gt; &amp; $maths$" in page
     assert "<script>" not in page and "&lt;script&gt;" in page
@@ -251,25 +254,6 @@ def test_collection_picker(monkeypatch, tmp_path, tiny_embedder):
 
 
 # -- helpers -----------------------------------------------------------------------
-def test_passage_html_escapes_and_marks_with_context():
-    text = "a" * 500 + " <b>chunk</b> & more " + "z " * 400
-    start = text.index("<b>")
-    end = start + len("<b>chunk</b>")
-    out = sup.passage_html(text, start, end, context=50)
-    assert out.startswith("… ") and out.endswith(" …")
-    assert "<mark>&lt;b&gt;chunk&lt;/b&gt;</mark>" in out and "<b>" not in out
-    assert len(out) < 250
-    assert sup.passage_html("short", 0, 5) == "<mark>short</mark>"
-
-
-def test_document_html_windows_long_text_and_says_so():
-    text = "x" * 1000
-    body, note = sup.document_html(text, 900, 950, limit=200)
-    assert '<mark id="match">' in body and "Showing characters 800–1,000 of 1,000" in note
-    body, note = sup.document_html("<p>hi</p>", None, None)
-    assert body == "&lt;p&gt;hi&lt;/p&gt;" and note == ""
-
-
 def test_filter_fields_and_clauses():
     specs = {s.name: s for s in sup.filter_fields({
         "lang": ["en", "de"], "year": [2020, 2019.5], "ok": [True], "tags": [], "encoding": ["utf-8"],

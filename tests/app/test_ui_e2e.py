@@ -37,9 +37,10 @@ CHROMIUM_FLAGS = [
     "--hide-scrollbars", "--mute-audio",
 ]
 TITLE = "Migratory patterns of Arctic terns"
+EVIDENCE = "Arctic terns fly from pole to pole every year, the longest migration of any animal."
 DOCS = [
-    {"id": "terns", "title": TITLE, "text": "Arctic terns fly from pole to pole every year, the longest migration "
-     "of any animal. " * 6, "metadata": {"topic": "birds", "year": 2022}},
+    {"id": "terns", "title": TITLE, "text": "They nest in colonies on rocky coasts. " + EVIDENCE
+     + " Chicks leave the nest after about a month. " * 4, "metadata": {"topic": "birds", "year": 2022}},
     {"id": "tea", "title": "Green tea processing", "text": "Green tea is steamed right after picking. " * 5,
      "metadata": {"topic": "food", "year": 2021}},
     {"id": "rivers", "title": "How rivers form deltas", "text": "Rivers slow down at the sea and drop sediment.",
@@ -172,6 +173,11 @@ def test_search_link_renders_results_in_chromium(chromium, ui_server, tmp_path):
         page_title = browser.evaluate("document.title")
         query = browser.evaluate("(document.querySelector('input[aria-label=Search]') || {}).value")
         text = browser.evaluate("document.body.innerText") or ""
+        marked = browser.evaluate("[...document.querySelectorAll('.ss-passage mark.ss-evidence')].map(e => e.innerText)")
+        terms = browser.evaluate(
+            "[...document.querySelectorAll('.ss-passage mark.ss-evidence b.ss-term')].map(e => e.innerText)"
+        )
+        whole = browser.evaluate("document.querySelectorAll('.ss-passage mark:not(.ss-evidence)').length")
     finally:
         browser.close()
     (tmp_path / "screenshot.png").write_bytes(shot)
@@ -182,3 +188,7 @@ def test_search_link_renders_results_in_chromium(chromium, ui_server, tmp_path):
     assert page_title == "semsearch" and query == TITLE
     assert "Traceback" not in text and "3 results" in text
     assert len(shot) > 10_000
+    # the first card highlights the sentence that matched and the query's words in it, not its whole passage
+    assert marked and marked[0] == EVIDENCE, marked
+    assert terms[:2] == ["Arctic", "terns"], terms
+    assert whole == 0
