@@ -92,9 +92,10 @@ class Collection:
             self.root, self.catalog, self.reader, self.analyzer, self.index_policy, self.merge_policy, lock_timeout
         )
         self.writer.on_commit = TagOnCommit(self.root, manifest.model["sha256"])
+        self.timings = self.writer.timings  # what listens to it hears searches, commits and merges
         self.searcher = Searcher(
             self.catalog, self.reader, self.analyzer, manifest.bm25, self.index_policy,
-            lambda texts: self.embedder.embed(texts),
+            lambda texts: self.embedder.embed(texts), self.timings,
         )  # fmt: skip
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:

@@ -217,12 +217,16 @@ def prepare_workers(args, key: str | None) -> str:
         The folder where each worker marks itself ready (the caller removes it).
     """
     from app.server import API_KEY_ENV, SERVE_ENV
+    from app.server.metrics import MULTIPROCESS_ENV
     from app.server.workers import worker_settings
     from retriever import Collection
     from retriever.encoding.threads import THREADS_ENV, available_cores
 
     Collection.open(args.collection).close()
     ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
+    metrics_dir = Path(ready_dir) / "metrics"  # every worker's counts, so that /metrics reports them all
+    metrics_dir.mkdir()
+    os.environ.setdefault(MULTIPROCESS_ENV, str(metrics_dir))
     os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers, (args.host,))
     if key:
         os.environ[API_KEY_ENV] = key

@@ -9,6 +9,7 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     GET    /documents/{id}                              -> the document, or 404
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info(), the search modes and the encoder
+    GET    /metrics                                     -> Prometheus text format (app.server.metrics)
     GET    /health                                      -> {"status": "ok"} (never needs the key; with
                                                            --workers N also {"workers": {"ready", "of"}})
 

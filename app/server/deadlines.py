@@ -24,6 +24,7 @@ class Deadline:
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
+        self.on_cancel: Callable[[], None] = lambda: None  # told of each request stopped at its deadline
         self.message = f"the request ran past its deadline of {seconds:g} s and was stopped; try again, or narrow it"
 
     async def run(self, work: Callable[..., Any], *args: Any) -> Any:
@@ -32,9 +33,13 @@ class Deadline:
         Raises:
             DeadlineExceededError: the deadline passed (whatever the stopped work raised).
         """
-        with anyio.move_on_after(self.seconds):
-            return await anyio.to_thread.run_sync(self._within, work, args, abandon_on_cancel=True)
-        raise DeadlineExceededError(self.message)
+        try:
+            with anyio.move_on_after(self.seconds):
+                return await anyio.to_thread.run_sync(self._within, work, args, abandon_on_cancel=True)
+            raise DeadlineExceededError(self.message)
+        except DeadlineExceededError:
+            self.on_cancel()
+            raise
 
     def _within(self, work: Callable[..., Any], args: tuple) -> Any:
         with deadline(self.seconds):

@@ -11,11 +11,12 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Response
 
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
 from app.server.merging import BackgroundMerges
+from app.server.metrics import ServiceMetrics
 from app.server.openai_compat import add_openai_routes
 from app.server.public import public_info
 from app.server.schemas import (
@@ -40,6 +41,15 @@ def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: W
     add_search_routes(app, collection, limit)
     add_document_routes(app, collection, limit)
     add_openai_routes(app, collection, limit)
+
+
+def add_metrics_route(app: FastAPI, metrics: ServiceMetrics) -> None:
+    """``GET /metrics``: Prometheus' text format (see ``app.server.metrics``)."""
+
+    @app.get("/metrics", tags=["service"], response_class=Response)
+    def prometheus_metrics() -> Response:
+        """Requests, latencies, search stages, commits and merges, deadline stops, and the collection's size."""
+        return Response(metrics.exposition(), media_type=metrics.content_type)
 
 
 def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None) -> None:

@@ -14,9 +14,10 @@ from app.server.deadlines import Deadline
 from app.server.errors import add_error_handlers
 from app.server.hosts import HostCheckMiddleware
 from app.server.limits import API_KEY_ENV, DEFAULT_DEADLINE_S, MAX_BODY_BYTES
+from app.server.metrics import MetricsMiddleware, ServiceMetrics
 from app.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware
 from app.server.responses import AsciiJSONResponse
-from app.server.routes import add_routes
+from app.server.routes import add_metrics_route, add_routes
 from app.server.workers import WorkerGroup, read_worker_settings
 from retriever.collection import Collection
 
@@ -62,9 +63,14 @@ def create_app(
         app.add_middleware(ApiKeyMiddleware, api_key=api_key)
     else:
         app.add_middleware(HostCheckMiddleware, allowed=tuple(allowed_hosts))
+    metrics = ServiceMetrics(collection)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)  # counts every answer, 401 and 413 included
     app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)  # outermost: added last
     add_error_handlers(app)
-    add_routes(app, collection, Deadline(deadline_s), workers)
+    limit = Deadline(deadline_s)
+    limit.on_cancel = metrics.cancellations.inc
+    add_routes(app, collection, limit, workers)
+    add_metrics_route(app, metrics)
     return app
 
 

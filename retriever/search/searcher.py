@@ -29,6 +29,7 @@ from retriever.search.vector_index import IndexPolicy
 from retriever.storage.catalog import Catalog
 from retriever.storage.reader import GenerationReader
 from retriever.storage.view import View
+from retriever.telemetry import Timings
 
 HYBRID_DEPTH = 100  # documents taken from each side before fusing
 
@@ -44,6 +45,8 @@ class Searcher:
         index_policy: When a segment's approximate index is used.
         embed: ``(texts) -> (n, dim)`` unit vectors, with the collection's model
             (queries and the sentences of evidence alike).
+        timings: Where the stages of each search are timed (``encode``,
+            ``dense``, ``bm25``, ``fusion``, ``display``); default: untimed.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class Searcher:
         bm25: dict[str, Any],
         index_policy: IndexPolicy,
         embed: Callable[[list[str]], np.ndarray],
+        timings: Timings | None = None,
     ) -> None:
         self.catalog = catalog
         self.reader = reader
@@ -61,6 +65,7 @@ class Searcher:
         self.k1, self.b = float(bm25["k1"]), float(bm25["b"])
         self.index_policy = index_policy
         self.embed = embed
+        self.timings = timings or Timings()
         self.evidence = EvidenceFinder(analyzer, lambda terms: term_idf(self.reader.current(), terms), embed)
         self.batcher: MicroBatcher | None = None
 
@@ -90,27 +95,45 @@ class Searcher:
                 return []
             allowed = [part.allowed_docs(keys) for part in view.parts]
         depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
+        timed = self.timings.timed
         dense: Ranking = ([], {})
         batched = None
         query_vector = vector
         if mode in ("dense", "hybrid"):
-            query_vector = vector if vector is not None else self.embed([query])
+            with timed("encode"):
+                query_vector = vector if vector is not None else self.embed([query])
             if self.batcher is not None and allowed is None and not exact:
                 batched = self.batcher.submit((view, query_vector, depth))  # scanned with concurrent searches
             else:
-                dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy)[0]
+                with timed("dense"):
+                    dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy)[0]
         sparse: Ranking = ([], {})
         if mode in ("bm25", "hybrid"):
-            sparse = bm25_ranking(view, self.analyzer(query), depth, allowed, self.k1, self.b)
+            with timed("bm25"):
+                sparse = bm25_ranking(view, self.analyzer(query), depth, allowed, self.k1, self.b)
         if batched is not None:
-            dense = _batched_result(batched)
-        if mode == "dense":
-            ranked = dense[0]
-        elif mode == "bm25":
-            ranked = sparse[0]
-        else:
-            ranked = fuse(dense[0], sparse[0], fusion, alpha)
-        hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
+            with timed("dense"):
+                dense = _batched_result(batched)
+        with timed("fusion"):
+            if mode == "hybrid":
+                ranked = fuse(dense[0], sparse[0], fusion, alpha)
+            else:
+                ranked = dense[0] if mode == "dense" else sparse[0]
+        with timed("display"):
+            return self._shown(view, ranked[:k], dense[1], sparse[1], query, query_vector, evidence)
+
+    def _shown(
+        self,
+        view: View,
+        ranked: list[tuple[int, float]],
+        dense_chunks: dict[int, tuple[int, int]],
+        sparse_rows: dict[int, tuple[int, int]],
+        query: str | None,
+        query_vector: np.ndarray | None,
+        evidence: str,
+    ) -> list[Hit]:
+        """The ranked keys as hits, each with its evidence (``evidence`` mode)."""
+        hits, passages = self._hits(view, ranked, dense_chunks, sparse_rows, query)
         if evidence == "none" or not hits:
             return hits
         vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))

@@ -36,6 +36,7 @@ from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR, deletion_file, merge, segment_name, write_deletions
 from retriever.storage.staging import STAGED_ROWS, EmbedFn, stage, staged_rows
 from retriever.storage.view import SegmentView, View, refs
+from retriever.telemetry import Timings, timed_method
 
 
 @dataclass
@@ -60,6 +61,7 @@ class Writer:
 
     Attributes:
         on_commit: Optional ``CommitHook``, called by ``commit`` before it publishes.
+        timings: Where each ``commit`` and ``merge`` is timed.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class Writer:
         self._lock = FileLock(str(self.root / LOCK_FILE), timeout=lock_timeout)
         self._lock_timeout = lock_timeout
         self.on_commit: CommitHook | None = None
+        self.timings = Timings()
 
     @property
     def is_locked(self) -> bool:
@@ -116,6 +119,7 @@ class Writer:
         state = self.catalog.state()
         return state, self.reader.at(state)
 
+    @timed_method("commit")
     def commit(self, staged: list[Path], others: list[Document], embed: EmbedFn) -> tuple[dict[str, str], int]:
         """Publish staged segments and the catalog changes of ``others`` in one generation.
 
@@ -324,6 +328,7 @@ class Writer:
             except DeadlineExceededError:
                 pass  # the commit stands; the next writer (or compact) merges
 
+    @timed_method("merge")
     def merge(self, state: CatalogState, view: View, names: Sequence[str]) -> None:
         """Replace the segments ``names`` by one holding their live rows; no catalog row changes."""
         chosen = [p for p in view.parts if p.ref.name in names]

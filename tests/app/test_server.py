@@ -515,6 +515,12 @@ def test_workers_serve_one_collection_from_several_processes(tmp_path, tiny_mode
             assert status == 200 and [hit["id"] for hit in body["hits"]] == ["ash"]
         status, body = api.search(query="green tea", k=2)
         assert status == 200 and len(body["hits"]) == 2
+        from tests.app.test_metrics import scrape
+
+        samples = scrape(base)  # whichever worker answers counts for both
+        searches = (("method", "POST"), ("route", "/search"), ("status", "200"))
+        assert samples[("semsearch_requests_total", searches)] == 9
+        assert samples[("semsearch_search_stage_seconds_count", (("stage", "bm25"),))] == 9
     finally:
         stop(proc)
     time.sleep(0.5)
