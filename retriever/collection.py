@@ -46,6 +46,7 @@ from retriever.storage.manifest import MANIFEST, Manifest
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR
+from retriever.storage.snapshots import SnapshotReport, restore_snapshot, take_snapshot
 from retriever.storage.staging import EmbedFn, check_staged, stage, staged_rows
 from retriever.storage.writer import Writer
 from retriever.tagging import applying as tag_applying
@@ -644,6 +645,35 @@ class Collection:
         wanted = list(dict.fromkeys(validation.check_ids(ids)))
         with self.writer.locked():
             return WriteReport(deleted=self.writer.delete(wanted))
+
+    def snapshot(self, dest: str | os.PathLike) -> SnapshotReport:
+        """Copy the last committed generation into the new directory ``dest``, while writers go on.
+
+        Segment files are hard-linked where the file system allows (they never
+        change), copied otherwise; the catalog is copied in one transaction
+        (SQLite's online backup, or PostgreSQL's tables into a SQLite file).
+        The snapshot is a collection: it opens and searches as one, and
+        ``Collection.restore`` makes it live again elsewhere.
+
+        Returns:
+            What was written: generation, documents, segments, files linked
+            and copied, bytes, tries, seconds.
+
+        Raises:
+            BadInputError: ``dest`` exists, lies inside this collection, or its parent is missing.
+        """
+        return take_snapshot(self.root, self.manifest, self.catalog, Path(dest), self.writer.locked)
+
+    @classmethod
+    def restore(cls, snapshot: str | os.PathLike, dest: str | os.PathLike) -> "Collection":
+        """A snapshot made live at the new directory ``dest`` (the snapshot stays as it is), opened.
+
+        Raises:
+            CollectionNotFoundError: ``snapshot`` holds no collection.
+            BadInputError: ``dest`` exists, or ``snapshot`` was not written by ``snapshot``.
+        """
+        restore_snapshot(Path(snapshot), Path(dest))
+        return cls.open(dest)
 
     def compact(self) -> dict[str, Any]:
         """Merge every segment into one without deleted rows, and shrink the catalog.

@@ -1,4 +1,4 @@
-"""``semsearch delete``, ``info``, ``compact`` and ``upgrade``: a collection's upkeep."""
+"""``semsearch delete``, ``info``, ``compact``, ``upgrade``, ``snapshot`` and ``restore``: a collection's upkeep."""
 
 from __future__ import annotations
 
@@ -10,12 +10,14 @@ from app.commands.base import EXIT_BAD_INPUT, EXIT_OK, add_collection_arg, add_c
 
 
 def register(sub) -> None:
-    """Add ``delete``, ``info``, ``compact`` and ``upgrade`` to the command's subparsers."""
+    """Add ``delete``, ``info``, ``compact``, ``upgrade``, ``snapshot`` and ``restore`` to the command's subparsers."""
     add_commands(sub, [
         ("delete", "delete documents by id", add_delete_flags),
         ("info", "show a collection's size, model, settings and segments", add_info_flags),
         ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
         ("upgrade", "convert a collection written by an older semsearch to the current format", add_upgrade_flags),
+        ("snapshot", "copy a collection's last commit to a new directory while writers go on", add_snapshot_flags),
+        ("restore", "make a snapshot a live collection in a new directory", add_restore_flags),
     ])
 
 
@@ -44,6 +46,22 @@ def add_upgrade_flags(p: argparse.ArgumentParser) -> None:
     add_collection_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_upgrade)
+
+
+def add_snapshot_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch snapshot``: ``-c``, the destination and ``--json``."""
+    add_collection_arg(p)
+    p.add_argument("dest", metavar="DEST", help="new directory for the snapshot (hard links where the file system allows)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=run_snapshot)
+
+
+def add_restore_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch restore``: the snapshot, the new collection directory and ``--json``."""
+    p.add_argument("snapshot", metavar="SNAPSHOT", help="a directory semsearch snapshot wrote")
+    p.add_argument("dest", metavar="DIR", help="new directory for the live collection")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=run_restore)
 
 
 def run_delete(args) -> int:
@@ -118,4 +136,31 @@ def run_upgrade(args) -> int:
     from retriever.storage.upgrade import upgrade
 
     print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
+    return EXIT_OK
+
+
+def run_snapshot(args) -> int:
+    """Take the snapshot and say what it holds."""
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        report = collection.snapshot(args.dest)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    print(f"snapshot of {args.collection} at generation {report.generation} in {report.path}: "
+          f"{report.documents:,} document(s), {report.segments} segment(s), {report.linked} file(s) linked, "
+          f"{report.copied} copied, {report.bytes / 1e6:.1f} MB, {report.seconds:.2f} s", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_restore(args) -> int:
+    """Restore the snapshot into a new directory and say what the live collection holds."""
+    from retriever.collection import Collection
+
+    with Collection.restore(args.snapshot, args.dest) as collection:
+        info = collection.info()
+    if args.json:
+        print(json.dumps({"path": str(args.dest), "documents": info["documents"], "generation": info["generation"]}))
+    print(f"restored {args.snapshot} to {args.dest}: {info['documents']:,} document(s) at generation "
+          f"{info['generation']}", file=sys.stderr)
     return EXIT_OK

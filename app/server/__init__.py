@@ -10,6 +10,7 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info(), the search modes and the encoder
     GET    /metrics                                     -> Prometheus text format (app.server.metrics)
+    POST   /admin/snapshot    {dest}                    -> a consistent copy of the last commit in a new directory
     GET    /health                                      -> {"status": "ok"} (never needs the key; with
                                                            --workers N also {"workers": {"ready", "of"}})
 

@@ -1,5 +1,5 @@
-"""The routes of the HTTP API: service (``/health``, ``/stats``), search (``/search``, ``/embed``), documents,
-and the OpenAI-compatible ``/v1`` routes (``app.server.openai_compat``).
+"""The routes of the HTTP API: service (``/health``, ``/stats``, ``/metrics``), search (``/search``, ``/embed``),
+documents, ``/admin/snapshot``, and the OpenAI-compatible ``/v1`` routes (``app.server.openai_compat``).
 
 Each route checks what the schema cannot, then runs the collection's work
 through the request's ``Deadline``; errors it raises become JSON answers in
@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, HTTPException, Response
 
 from app.server.deadlines import Deadline
@@ -26,6 +27,8 @@ from app.server.schemas import (
     EmbedResponse,
     SearchRequest,
     SearchResponse,
+    SnapshotRequest,
+    SnapshotResponse,
     WriteResponse,
 )
 from app.server.workers import WorkerGroup
@@ -41,6 +44,7 @@ def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: W
     add_search_routes(app, collection, limit)
     add_document_routes(app, collection, limit)
     add_openai_routes(app, collection, limit)
+    add_admin_routes(app, collection)
 
 
 def add_metrics_route(app: FastAPI, metrics: ServiceMetrics) -> None:
@@ -189,3 +193,15 @@ def path_id(doc_id: str) -> str:
     """The id from the URL path; one that is not UTF-8 text is a 400 naming ``doc_id``."""
     check_utf8(doc_id, "doc_id")
     return doc_id
+
+
+def add_admin_routes(app: FastAPI, collection: Collection) -> None:
+    """``POST /admin/snapshot``."""
+
+    @app.post("/admin/snapshot", response_model=SnapshotResponse, tags=["admin"])
+    async def snapshot(request: SnapshotRequest) -> dict[str, Any]:
+        """A consistent copy of the last committed generation in the new directory `dest`, on the server's
+        machine, taken while writes go on (as `semsearch snapshot`); not bounded by the request deadline."""
+        check_utf8(request.dest, "dest")
+        report = await anyio.to_thread.run_sync(collection.snapshot, request.dest)
+        return report.to_dict()

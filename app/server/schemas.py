@@ -175,3 +175,20 @@ class DocumentOut(BaseModel):
     title: str
     text: str
     metadata: dict[str, Any]
+
+
+class SnapshotRequest(Strict):
+    dest: str = Field(min_length=1, max_length=4096,
+                      description="a new directory, on the server's machine, for the snapshot")
+
+
+class SnapshotResponse(BaseModel):
+    path: str
+    generation: int = Field(description="the committed generation the snapshot holds")
+    documents: int
+    segments: int
+    linked: int = Field(description="files hard-linked from the collection")
+    copied: int = Field(description="files copied (the catalog always)")
+    bytes: int
+    tries: int = Field(description="attempts: more than one when writers removed files meanwhile")
+    seconds: float

@@ -120,25 +120,12 @@ class Searcher:
             else:
                 ranked = dense[0] if mode == "dense" else sparse[0]
         with timed("display"):
-            return self._shown(view, ranked[:k], dense[1], sparse[1], query, query_vector, evidence)
-
-    def _shown(
-        self,
-        view: View,
-        ranked: list[tuple[int, float]],
-        dense_chunks: dict[int, tuple[int, int]],
-        sparse_rows: dict[int, tuple[int, int]],
-        query: str | None,
-        query_vector: np.ndarray | None,
-        evidence: str,
-    ) -> list[Hit]:
-        """The ranked keys as hits, each with its evidence (``evidence`` mode)."""
-        hits, passages = self._hits(view, ranked, dense_chunks, sparse_rows, query)
-        if evidence == "none" or not hits:
-            return hits
-        vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))
-        found = self.evidence.find(passages, query, vector_once, evidence)
-        return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
+            hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
+            if evidence == "none" or not hits:
+                return hits
+            vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))
+            found = self.evidence.find(passages, query, vector_once, evidence)
+            return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
     def rank_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list[Ranking]:
         """Dense rankings of ``(view, query vector (1, dim), depth)`` items, each group of one view and depth at once."""

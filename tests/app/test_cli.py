@@ -251,3 +251,16 @@ def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys,
     assert seen == ["from-the-file"]
     code, _, err = run(capsys, "serve", "-c", tmp_path, "--api-key-file", tmp_path / "missing")
     assert code == 2 and "--api-key-file" in err
+
+
+def test_snapshot_and_restore_commands(capsys, docs, tmp_path, tiny_model_dir):
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    code, out, err = run(capsys, "snapshot", "-c", tmp_path / "col", tmp_path / "snap", "--json")
+    report = json.loads(out)
+    assert code == 0 and report["documents"] == 4 and report["linked"] > 0 and "4 document(s)" in err
+    code, out, err = run(capsys, "restore", tmp_path / "snap", tmp_path / "live", "--json")
+    assert code == 0 and json.loads(out)["documents"] == 4 and "restored" in err
+    code, out, _ = run(capsys, "search", "deltas", "-c", tmp_path / "live", "--mode", "bm25", "--json")
+    assert code == 0 and json.loads(out)[0]["title"] == "Rivers"
+    code, _, err = run(capsys, "snapshot", "-c", tmp_path / "col", tmp_path / "snap")
+    assert code == 2 and "exists" in err

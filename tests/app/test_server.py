@@ -168,6 +168,18 @@ def test_search_returns_hits_like_the_cli(api):
         assert status == 200 and body["hits"], mode
 
 
+def test_admin_snapshot_takes_a_consistent_copy(api, tmp_path):
+    from retriever import Collection
+
+    status, body = api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "snap")})
+    assert status == 200 and body["documents"] == len(DOCS) and body["linked"] > 0
+    with Collection.open(tmp_path / "snap") as snap:
+        assert len(snap) == len(DOCS) and snap.search("Kaffee", mode="bm25")[0].id == "kaffee"
+    status, body = api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "snap")})
+    assert status == 400 and "exists" in body["detail"]
+    assert api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "x")}, key=None)[0] == 401
+
+
 def test_search_hits_carry_evidence_unless_asked_for_none(api):
     status, body = api.search(query="roasted coffee", k=1, mode="bm25")
     sentence = body["hits"][0]["evidence"][0]
