@@ -40,8 +40,10 @@ from retriever.search.searcher import Searcher
 from retriever.storage.catalog import Catalog
 from retriever.storage.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.storage.changes import Change, WriteReport, classify
+from retriever.storage.checking import check_collection
 from retriever.storage.cleanup import prepare_directory, remove_files, size_on_disk
 from retriever.storage.generations import write_head
+from retriever.storage.integrity import CheckReport
 from retriever.storage.manifest import MANIFEST, Manifest
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
@@ -285,9 +287,16 @@ class Collection:
         validation.check_id_arg(doc_id)
         return bool(self.catalog.lookup([doc_id]))
 
-    def ids(self) -> Iterator[str]:
-        """Every document id, sorted."""
-        return self.catalog.iter_ids()
+    def ids(self, where: dict[str, Any] | None = None) -> Iterator[str]:
+        """Every document id, sorted; with ``where``, the ids of documents whose metadata match it.
+
+        Raises:
+            FilterError: ``where`` is not a valid filter (see ``retriever.search.filters``).
+        """
+        if where is None:
+            return self.catalog.iter_ids()
+        rows = self.catalog.by_keys(self.catalog.matching_keys(where).tolist())
+        return iter(sorted(row.id for row in rows.values()))
 
     def get(self, doc_id: str) -> Document | None:
         """The stored document, or ``None`` when ``doc_id`` is unknown.
@@ -674,6 +683,20 @@ class Collection:
         """
         restore_snapshot(Path(snapshot), Path(dest))
         return cls.open(dest)
+
+    def check(self, repair: bool = False) -> CheckReport:
+        """Verify every byte of the last committed generation against the checksums recorded when written.
+
+        Args:
+            repair: Publish a new generation without the damaged segments and
+                their documents (their ids are in the report, for re-indexing).
+
+        Returns:
+            Segments and files verified, each damaged file with the reason,
+            the ids of the documents of each damaged segment, segments too old
+            to carry checksums, and whether a repair was published.
+        """
+        return check_collection(self.root, self.catalog, self.writer, repair)
 
     def compact(self) -> dict[str, Any]:
         """Merge every segment into one without deleted rows, and shrink the catalog.

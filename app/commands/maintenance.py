@@ -1,4 +1,4 @@
-"""``semsearch delete``, ``info``, ``compact``, ``upgrade``, ``snapshot`` and ``restore``: a collection's upkeep."""
+"""``semsearch delete``, ``info``, ``compact``, ``upgrade``, ``check``, ``snapshot`` and ``restore``: upkeep."""
 
 from __future__ import annotations
 
@@ -6,16 +6,17 @@ import argparse
 import json
 import sys
 
-from app.commands.base import EXIT_BAD_INPUT, EXIT_OK, add_collection_arg, add_commands, fail
+from app.commands.base import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, add_collection_arg, add_commands, fail
 
 
 def register(sub) -> None:
-    """Add ``delete``, ``info``, ``compact``, ``upgrade``, ``snapshot`` and ``restore`` to the command's subparsers."""
+    """Add ``delete``, ``info``, ``compact``, ``upgrade``, ``check``, ``snapshot`` and ``restore`` to the subparsers."""
     add_commands(sub, [
         ("delete", "delete documents by id", add_delete_flags),
         ("info", "show a collection's size, model, settings and segments", add_info_flags),
         ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
         ("upgrade", "convert a collection written by an older semsearch to the current format", add_upgrade_flags),
+        ("check", "verify every file of a collection against its checksums; --repair drops damage", add_check_flags),
         ("snapshot", "copy a collection's last commit to a new directory while writers go on", add_snapshot_flags),
         ("restore", "make a snapshot a live collection in a new directory", add_restore_flags),
     ])
@@ -46,6 +47,15 @@ def add_upgrade_flags(p: argparse.ArgumentParser) -> None:
     add_collection_arg(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(handler=run_upgrade)
+
+
+def add_check_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of ``semsearch check``: ``-c``, ``--repair`` and ``--json``."""
+    add_collection_arg(p)
+    p.add_argument("--repair", action="store_true", help="publish a new generation without the damaged segments' "
+                   "documents and print their ids (one a line) for re-indexing")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=run_check)
 
 
 def add_snapshot_flags(p: argparse.ArgumentParser) -> None:
@@ -164,3 +174,24 @@ def run_restore(args) -> int:
     print(f"restored {args.snapshot} to {args.dest}: {info['documents']:,} document(s) at generation "
           f"{info['generation']}", file=sys.stderr)
     return EXIT_OK
+
+
+def run_check(args) -> int:
+    """Verify the collection; exit 0 when it is whole (or was repaired), 1 when damage remains."""
+    from retriever.collection import Collection
+
+    with Collection.open(args.collection) as collection:
+        report = collection.check(repair=args.repair)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    for damage in report.damaged:
+        print(f"damaged: {damage.segment}/{damage.file}: {damage.reason}", file=sys.stderr)
+    ids = sorted({doc_id for found in report.documents.values() for doc_id in found})
+    if report.unverified:
+        print(f"no checksums recorded (written by an older semsearch): {', '.join(report.unverified)}", file=sys.stderr)
+    print(f"checked generation {report.generation}: {report.segments} segment(s), {report.files} file(s), "
+          f"{report.bytes / 1e6:.1f} MB; {len(report.damaged)} damaged file(s) holding {len(ids)} document(s)"
+          + ("; repaired: those documents are gone, re-index them" if report.repaired else ""), file=sys.stderr)
+    if report.repaired and not args.json:
+        print("\n".join(ids))
+    return EXIT_OK if report.ok or report.repaired else EXIT_FAILURE

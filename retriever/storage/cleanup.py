@@ -18,6 +18,7 @@ from retriever.errors import BadInputError
 from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import CatalogState
 from retriever.storage.generations import HEAD_FILE, read_head
+from retriever.storage.integrity import CHECKSUM_SUFFIX
 from retriever.storage.leftovers import sweep_temporaries
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
 from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
@@ -47,8 +48,9 @@ def remove_unreferenced(root: Path, state: CatalogState) -> None:
             remove_files([path])
             removed = True
             continue
-        for deletions in path.glob("deleted.*.npy"):
-            if deletions.name != deletion_file(wanted[path.name]):
+        keep = {deletion_file(wanted[path.name]), deletion_file(wanted[path.name]) + CHECKSUM_SUFFIX}
+        for deletions in path.glob("deleted.*"):  # older deletion files and their checksums
+            if deletions.name not in keep:
                 deletions.unlink(missing_ok=True)
                 removed = True
     if removed:

@@ -4,7 +4,7 @@ A segment is a folder under ``segments/`` holding a batch of documents and
 their chunks, written once and never changed::
 
     segments/s000017/
-        segment.json        counts, dimension, the vector index's type (written last)
+        segment.json        counts, dimension, the vector index's type, each file's CRC-32 (written last)
         keys.npy            (docs,) int64 catalog keys, ascending
         doc_chunks.npy      (docs + 1,) int64: document r owns chunk rows [doc_chunks[r], doc_chunks[r + 1])
         spans.npy           (chunks, 2) int64 character offsets of each chunk in its document
@@ -16,7 +16,8 @@ their chunks, written once and never changed::
         postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
         doc_lengths.npy     (docs,) float32 analysed length of title + text
         chunk_terms.*.npy   term -> chunk rows containing it (for keyword snippets)
-        deleted.<g>.npy     document rows deleted as of generation g (the only files added later)
+        deleted.<g>.npy     document rows deleted as of generation g (the only files added later),
+                            its CRC-32 in deleted.<g>.npy.crc32
 
 Everything but the FAISS index is a NumPy array opened memory-mapped, so a
 reader pays for what it touches and processes share pages.
@@ -37,6 +38,7 @@ from retriever.search import vector_index
 from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
+from retriever.storage.integrity import record_checksums, write_checksum_beside
 from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
 from retriever.storage.segment_files import check_offsets, check_spans, own_folder, regular_file
 
@@ -147,12 +149,8 @@ class SegmentData:
         write_durably(folder / "text.bin", lambda path: path.write_bytes(self.text_blob))
         terms = "\n".join(self.postings.terms)
         write_durably(folder / "terms.txt", lambda path: path.write_text(terms, encoding="utf-8"))
-        meta = {
-            "docs": int(len(self.keys)),
-            "chunks": int(len(self.spans)),
-            "dim": int(self.vectors.shape[1]),
-            "index": index_info,
-        }
+        meta = {"docs": int(len(self.keys)), "chunks": int(len(self.spans)), "dim": int(self.vectors.shape[1]),
+                "index": index_info, "checksums": record_checksums(folder)}
         write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
         fsync_dir(folder)
         fsync_dir(folder.parent)
@@ -284,6 +282,7 @@ def write_deletions(folder: Path, generation: int, rows: np.ndarray) -> None:
     """Publish a segment's deleted rows as of ``generation`` (fsynced)."""
     path = Path(folder) / deletion_file(generation)
     write_durably(path, lambda p: np.save(p, np.asarray(np.unique(rows), dtype=np.int64), allow_pickle=False))
+    write_checksum_beside(path)
     fsync_dir(Path(folder))
 
 

@@ -22,6 +22,7 @@ same way: the catalog copied, the segment files linked or copied.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sqlite3
@@ -37,8 +38,9 @@ from retriever.storage.atomic import fsync_dir, fsync_path
 from retriever.storage.catalog import Catalog, CatalogState, metadata_obj
 from retriever.storage.cleanup import TAGGERS_DIR
 from retriever.storage.generations import write_head
+from retriever.storage.integrity import CHECKSUM_SUFFIX
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
 
 MAX_TRIES = 5
 _ROWS_PER_BATCH = 5_000
@@ -229,11 +231,17 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
     except FileNotFoundError:
         raise _Gone(source) from None
     wanted_deletions = deletion_file(deletions) if deletions else None
-    if wanted_deletions and wanted_deletions not in names:
-        raise _Gone(source / wanted_deletions)
+    if wanted_deletions and wanted_deletions not in names or META not in names:
+        raise _Gone(source)  # being removed: a listing taken mid-way lacks files
+    try:
+        recorded = json.loads((source / META).read_text(encoding="utf-8")).get("checksums") or {}
+    except (OSError, ValueError):
+        raise _Gone(source) from None
+    if not set(recorded) <= set(names):
+        raise _Gone(source)
     target.mkdir()
     for name in names:
-        if name.startswith("deleted.") and name != wanted_deletions:
+        if name.startswith("deleted.") and name not in (wanted_deletions, f"{wanted_deletions}{CHECKSUM_SUFFIX}"):
             continue
         _link_or_copy(source / name, target / name, counts)
     fsync_dir(target)

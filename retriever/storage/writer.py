@@ -31,6 +31,7 @@ from retriever.storage.catalog import Catalog, CatalogState, DocumentRow, Publis
 from retriever.storage.changes import classify
 from retriever.storage.cleanup import LOCK_FILE, remove_files, remove_unreferenced
 from retriever.storage.generations import read_head, write_head
+from retriever.storage.integrity import record_again, refuse_damage
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR, deletion_file, merge, segment_name, write_deletions
@@ -212,6 +213,7 @@ class Writer:
         """Turn a staged folder into segment ``name`` with real ``keys``; ``dropped`` rows start deleted."""
         target = self.root / SEGMENTS_DIR / name
         write_durably(folder / "keys.npy", lambda path: np.save(path, keys, allow_pickle=False))
+        record_again(folder, "keys.npy")
         (folder / STAGED_ROWS).unlink()
         os.rename(folder, target)
         if not dropped:
@@ -332,6 +334,7 @@ class Writer:
     def merge(self, state: CatalogState, view: View, names: Sequence[str]) -> None:
         """Replace the segments ``names`` by one holding their live rows; no catalog row changes."""
         chosen = [p for p in view.parts if p.ref.name in names]
+        refuse_damage(self.root / SEGMENTS_DIR, [p.ref for p in chosen], "merge")  # never carry damage forward
         rest = [p.ref for p in view.parts if p.ref.name not in names]
         live = [p for p in chosen if p.n_live_docs]
         written: list[Path] = []

@@ -264,3 +264,17 @@ def test_snapshot_and_restore_commands(capsys, docs, tmp_path, tiny_model_dir):
     assert code == 0 and json.loads(out)[0]["title"] == "Rivers"
     code, _, err = run(capsys, "snapshot", "-c", tmp_path / "col", tmp_path / "snap")
     assert code == 2 and "exists" in err
+
+
+def test_check_reports_damage_and_repair_prints_the_ids_to_index_again(capsys, docs, tmp_path, tiny_model_dir):
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
+    code, out, err = run(capsys, "check", "-c", tmp_path / "col", "--json")
+    assert code == 0 and json.loads(out)["ok"] and "0 damaged file(s)" in err
+    text = next((tmp_path / "col" / "segments").glob("*/text.bin"))
+    text.write_bytes(text.read_bytes()[:-1] + b"!")
+    code, out, err = run(capsys, "check", "-c", tmp_path / "col")
+    assert code == 1 and f"damaged: {text.parent.name}/text.bin: checksum" in err and out == ""
+    code, out, err = run(capsys, "check", "-c", tmp_path / "col", "--repair")
+    assert code == 0 and "repaired" in err and len(out.split()) == 4  # every document was in that one segment
+    code, out, _ = run(capsys, "info", "-c", tmp_path / "col", "--json")
+    assert json.loads(out)["documents"] == 0

@@ -145,7 +145,8 @@ def _assert_no_leftovers(target: Path) -> None:
     with Collection.open(target) as col:
         state = col.catalog.state()
     on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (target / SEGMENTS_DIR).iterdir()}
-    assert on_disk == {r.name: [f"deleted.{r.deletions}.npy"] if r.deletions else [] for r in state.segments}
+    files = {r.name: [f"deleted.{r.deletions}.npy", f"deleted.{r.deletions}.npy.crc32"] for r in state.segments}
+    assert on_disk == {r.name: files[r.name] if r.deletions else [] for r in state.segments}
 
 
 def test_sigkill_while_replacing_documents_then_rerun_matches(tmp_path, corpus, tiny_model_dir):

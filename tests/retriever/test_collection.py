@@ -47,7 +47,8 @@ def assert_consistent(col: Collection) -> None:
     assert sum(p.n_live_docs for p in view.parts) == n_docs
     assert sum(p.n_live_chunks for p in view.parts) == n_chunks
     on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (col.root / SEGMENTS_DIR).iterdir()}
-    expected = {ref.name: [deletion_file(ref.deletions)] if ref.deletions else [] for ref in state.segments}
+    expected = {ref.name: [deletion_file(ref.deletions), deletion_file(ref.deletions) + ".crc32"] if ref.deletions else []
+                for ref in state.segments}
     assert on_disk == expected
     for part in view.parts:
         assert part.segment.index.ntotal == part.segment.n_chunks

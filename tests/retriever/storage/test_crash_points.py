@@ -103,5 +103,6 @@ def test_killed_writer_leaves_a_whole_generation_and_the_next_one_finishes(tmp_p
         assert contents(col) == after
         state = col.catalog.state()
         on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (path / SEGMENTS_DIR).iterdir()}
-        assert on_disk == {r.name: [f"deleted.{r.deletions}.npy"] if r.deletions else [] for r in state.segments}
+        files = {r.name: [f"deleted.{r.deletions}.npy", f"deleted.{r.deletions}.npy.crc32"] for r in state.segments}
+        assert on_disk == {r.name: files[r.name] if r.deletions else [] for r in state.segments}
         assert (path / "HEAD").read_text().strip() == str(state.generation)
