@@ -40,3 +40,11 @@ class FormatVersionError(CorruptCollectionError):
 
 class DeadlineExceededError(SemsearchError):
     """An operation ran past the deadline its caller set (see ``retriever.deadline``)."""
+
+
+class AuthenticationError(SemsearchError):
+    """A semsearch server (``retriever.remote``) refused the request: a missing or wrong API key, or a foreign host."""
+
+
+class ServerUnreachableError(SemsearchError, ConnectionError):
+    """A semsearch server (``retriever.remote``) could not be reached, or did not answer in time."""

@@ -1,0 +1,347 @@
+"""``RemoteCollection``: a client of a running ``semsearch serve``, with ``Collection``'s verbs.
+
+::
+
+    remote = RemoteCollection("http://127.0.0.1:8000", api_key="...")
+    remote.upsert([{"id": "a", "text": "...", "metadata": {"lang": "en"}}])
+    hits = remote.search("what was said about X", k=5, where={"lang": "en"})
+
+The standard library alone (``urllib``), so it needs no extra. Each verb sends
+JSON requests to the HTTP API and returns what ``Collection``'s returns:
+``Hit``\\ s, a ``Document`` or ``None``, a ``WriteReport``, ``(n, dim)``
+float32 vectors. Arguments are checked here as ``Collection`` checks them
+(``retriever.validation``), so bad input fails before a request is sent.
+
+The server's error answers become semsearch errors carrying its one-line
+``detail``: 400, 409, 413 and 422 ``BadInputError`` (``FilterError`` when the
+field at fault is ``where``), 401 and 403 ``AuthenticationError``, 503
+``CollectionLockedError`` or ``DeadlineExceededError``, anything else
+``SemsearchError``; a server that cannot be reached or does not answer within
+``timeout`` is a ``ServerUnreachableError`` naming the URL.
+
+Where a server differs from a local collection: writes go in requests of at
+most ``batch_size`` documents, each one atomic commit on the server (bounded
+by its request deadline, 4 s by default); ``delete`` sends one request per id;
+``search`` fuses with the server's defaults (no ``fusion`` or ``alpha``).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+import warnings
+from dataclasses import fields
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from retriever import validation
+from retriever.collection import DEFAULT_MODE, Collection, Vectors
+from retriever.documents import Document, Evidence, Hit, TermMatch
+from retriever.encoding.embedder import InputTooLongWarning
+from retriever.errors import (
+    AuthenticationError,
+    BadInputError,
+    CollectionLockedError,
+    DeadlineExceededError,
+    FilterError,
+    SemsearchError,
+    ServerUnreachableError,
+)
+from retriever.search.evidence import DEFAULT_EVIDENCE
+from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.storage.changes import WriteReport
+from retriever.unicode_policy import printable
+
+__all__ = ["RemoteCollection", "DEFAULT_BATCH", "DEFAULT_TIMEOUT_S"]
+
+DEFAULT_BATCH = 64  # documents or texts per request: well inside the server's deadline and limits
+DEFAULT_TIMEOUT_S = 30.0
+MAX_REQUEST_CHARS = 1_000_000  # text characters per /embed request (the server's MAX_EMBED_CHARS)
+
+
+class RemoteCollection:
+    """A collection served by ``semsearch serve`` at ``url``, used like a local ``Collection``.
+
+    Args:
+        url: The server's base URL, e.g. ``"http://127.0.0.1:8000"``.
+        api_key: The server's API key (sent as ``Authorization: Bearer``), if it has one.
+        timeout: Seconds to wait for each answer (default 30).
+
+    Raises:
+        BadInputError: ``url`` is not an http(s) URL, or ``timeout`` is not a positive number.
+    """
+
+    SEARCH_MODES: tuple[str, ...] = Collection.SEARCH_MODES
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        parts = urllib.parse.urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise BadInputError(f"url must be an http(s) URL such as 'http://127.0.0.1:8000', got {url!r}")
+        if api_key is not None and (not isinstance(api_key, str) or not api_key):
+            raise BadInputError("api_key must be a non-empty string or None")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+            raise BadInputError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.url = url.rstrip("/")
+        self.timeout = float(timeout)
+        self._api_key = api_key
+        self._dim: int | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteCollection({self.url!r})"
+
+    # -- reads ------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """The server's ``GET /stats``: documents, chunks, model, dim, index, search modes, encoder."""
+        return self._call("GET", "/stats")
+
+    def __len__(self) -> int:
+        return int(self.info()["documents"])
+
+    def __contains__(self, doc_id: str) -> bool:
+        return self.get(doc_id) is not None
+
+    @property
+    def dim(self) -> int:
+        """The dimension of the server's model (asked once)."""
+        if self._dim is None:
+            self._dim = int(self.info()["dim"])
+        return self._dim
+
+    def get(self, doc_id: str) -> Document | None:
+        """The stored document, or ``None`` when ``doc_id`` is unknown.
+
+        Raises:
+            BadInputError: ``doc_id`` is not a UTF-8 string.
+        """
+        validation.check_id_arg(doc_id)
+        if not doc_id:
+            return None
+        found = self._call("GET", _document_path(doc_id), missing_ok=True)
+        if found is None:
+            return None
+        return Document(id=found["id"], text=found["text"], title=found["title"], metadata=found["metadata"])
+
+    def search(
+        self,
+        query: str | None = None,
+        k: int = 10,
+        where: dict[str, Any] | None = None,
+        mode: str = DEFAULT_MODE,
+        *,
+        vector: np.ndarray | Sequence[float] | None = None,
+        exact: bool = False,
+        evidence: str = DEFAULT_EVIDENCE,
+    ) -> list[Hit]:
+        """The ``k`` documents that best match ``query`` (or ``vector``), as ``Collection.search``.
+
+        Args:
+            query: Free text.
+            k: Number of documents (default 10; the server allows at most 1,000).
+            where: Metadata filter (``retriever.search.filters``).
+            mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default).
+            vector: A query embedding ``(dim,)`` from the server's model, instead of or beside ``query``.
+            exact: Search every vector exactly (default False).
+            evidence: ``"terms"`` (default), ``"auto"``, ``"semantic"`` or ``"none"``.
+
+        Returns:
+            Hits by descending score, each through its best chunk.
+
+        Raises:
+            BadInputError: An argument is wrong. FilterError: ``where`` is malformed.
+        """
+        validation.check_search_args(
+            query, k, where, mode, self.SEARCH_MODES, DEFAULT_FUSION, DEFAULT_ALPHA, has_vector=vector is not None,
+            exact=exact, evidence=evidence,
+        )  # fmt: skip
+        body: dict[str, Any] = {"query": query, "k": k, "where": where, "mode": mode, "exact": exact,
+                                "evidence": evidence}
+        if vector is not None:
+            body["vector"] = _vector_rows(vector, "query vector", single=True)[0]
+        return [_hit(found) for found in self._call("POST", "/search", body)["hits"]]
+
+    def embed(self, texts: Sequence[str] | str, *, on_overflow: str = "warn") -> np.ndarray:
+        """Embed texts with the server's model.
+
+        Args:
+            texts: One string or a sequence of strings.
+            on_overflow: Text longer than the model's window: ``"warn"`` (default;
+                its first window is embedded, an ``InputTooLongWarning`` says so) or ``"error"``.
+
+        Returns:
+            ``(len(texts), dim)`` float32, rows of unit norm.
+        """
+        texts = validation.check_texts(texts)
+        validation.check_embed_options(None, on_overflow)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        cut: list[int] = []
+        for start, batch in _batches(texts):
+            answer = self._call("POST", "/embed", {"texts": batch, "truncate": on_overflow == "warn"})
+            rows += answer["embeddings"]
+            cut += [start + i for i in answer["truncated"]]
+        if cut:
+            warnings.warn(
+                f"{len(cut)} of {len(texts)} text(s) exceed the model's window (first: text {cut[0]}); "
+                "only the first window is embedded", InputTooLongWarning, stacklevel=2,
+            )  # fmt: skip
+        return np.asarray(rows, dtype=np.float32)
+
+    # -- writes -----------------------------------------------------------
+    def add(
+        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None,
+        *, batch_size: int = DEFAULT_BATCH,
+    ) -> WriteReport:
+        """Insert new documents; an id that exists already is a ``BadInputError`` (use ``upsert``).
+
+        Documents go in requests of ``batch_size`` (default 64), each an atomic
+        commit: when a later request finds an existing id, earlier ones stay written.
+        """
+        return self._write(documents, vectors, batch_size, upsert=False)
+
+    def upsert(
+        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None,
+        *, batch_size: int = DEFAULT_BATCH,
+    ) -> WriteReport:
+        """Insert or replace documents, as ``Collection.upsert``.
+
+        Args:
+            documents: Documents or mappings with ``id``, ``text``, ``title``, ``metadata``.
+            vectors: Optional ``(len(documents), dim)`` embeddings computed elsewhere
+                (each document is then one chunk with its vector).
+            batch_size: Documents per request (default 64), each an atomic commit on the server.
+
+        Returns:
+            What was written (``added``, ``updated``, ``unchanged``; ``chunks``), over all requests.
+        """
+        return self._write(documents, vectors, batch_size, upsert=True)
+
+    def delete(self, ids: Iterable[str]) -> WriteReport:
+        """Remove documents by id, one request each; unknown ids are ignored.
+
+        Returns:
+            The report, with ``deleted`` the ids that were stored.
+        """
+        wanted = [doc_id for doc_id in dict.fromkeys(validation.check_ids(ids)) if doc_id]
+        return WriteReport(deleted=[
+            doc_id for doc_id in wanted if self._call("DELETE", _document_path(doc_id), missing_ok=True) is not None
+        ])
+
+    def _write(self, documents: Any, vectors: Vectors | None, batch_size: Any, upsert: bool) -> WriteReport:
+        docs = validation.check_documents(documents)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise BadInputError(f"batch_size must be a positive integer, got {printable(repr(batch_size), 40)}")
+        rows = None if vectors is None else _vector_rows(vectors, "vectors", n=len(docs))
+        report = WriteReport()
+        for start in range(0, len(docs), batch_size):
+            body = [
+                {"id": doc.id, "text": doc.text, "title": doc.title, "metadata": doc.metadata}
+                | ({"vector": rows[start + i]} if rows is not None else {})
+                for i, doc in enumerate(docs[start : start + batch_size])
+            ]
+            answer = self._call("POST", "/documents", {"documents": body, "upsert": upsert})
+            report.merge(WriteReport(answer["added"], answer["updated"], answer["unchanged"], [], answer["chunks"]))
+        return report
+
+    # -- HTTP -------------------------------------------------------------
+    def _call(self, method: str, path: str, body: Any = None, *, missing_ok: bool = False) -> Any:
+        """One JSON request; ``None`` for a 404 of a document when ``missing_ok``. Errors as the module says."""
+        data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
+        headers = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if data else {})
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as exc:
+            detail = _detail(exc)
+            if exc.code == 404 and missing_ok and detail.startswith("doc_id:"):
+                return None
+            raise self._error(exc.code, detail, _fields(exc)) from None
+        except urllib.error.URLError as exc:
+            raise ServerUnreachableError(f"cannot reach the semsearch server at {self.url}: {exc.reason}") from None
+        except TimeoutError:
+            raise ServerUnreachableError(
+                f"the semsearch server at {self.url} did not answer within {self.timeout:g} s"
+            ) from None
+        except (http.client.HTTPException, ConnectionError) as exc:
+            raise ServerUnreachableError(f"the semsearch server at {self.url} broke off the answer: {exc}") from None
+        try:
+            return json.loads(raw or b"null")
+        except ValueError:
+            raise SemsearchError(f"{self.url}{path} did not answer JSON: is it a semsearch server?") from None
+
+    def _error(self, status: int, detail: str, fields_at_fault: list[str]) -> SemsearchError:
+        """The semsearch error for an error answer of the server."""
+        if status in (401, 403):
+            hint = "" if self._api_key or status == 403 else " (pass api_key=...)"
+            return AuthenticationError(f"the semsearch server at {self.url} refused the request: {detail}{hint}")
+        if status in (400, 409, 413, 422):
+            about_where = detail.startswith("where") or any(f.startswith("where") for f in fields_at_fault)
+            return (FilterError if about_where else BadInputError)(detail)
+        if status == 503:
+            return (CollectionLockedError if "lock" in detail.lower() else DeadlineExceededError)(detail)
+        if status in (404, 405):
+            return SemsearchError(f"{self.url} answered {status} ({detail}): is it a semsearch server?")
+        return SemsearchError(f"the semsearch server at {self.url} failed ({status}): {detail}")
+
+
+def _document_path(doc_id: str) -> str:
+    return "/documents/" + urllib.parse.quote(doc_id, safe="")
+
+
+def _detail(exc: urllib.error.HTTPError) -> str:
+    """The ``detail`` of an error answer (kept on ``exc`` for ``_fields``), else its HTTP reason."""
+    try:
+        exc.answer = json.loads(exc.read() or b"null")
+    except (ValueError, OSError, http.client.HTTPException):
+        exc.answer = None
+    detail = exc.answer.get("detail") if isinstance(exc.answer, dict) else None
+    return " ".join(str(detail).split()) if detail else f"HTTP {exc.code} {exc.reason}"
+
+
+def _fields(exc: urllib.error.HTTPError) -> list[str]:
+    """The fields a 422 answer names (``{"errors": [{"field": ...}]}``)."""
+    errors = exc.answer.get("errors") if isinstance(getattr(exc, "answer", None), dict) else None
+    return [str(e.get("field", "")) for e in errors if isinstance(e, dict)] if isinstance(errors, list) else []
+
+
+def _vector_rows(vectors: Any, what: str, n: int | None = None, single: bool = False) -> list[list[float]]:
+    """Caller-given vectors as unit-norm rows of floats (``single``: one ``(dim,)`` vector); the server checks dim."""
+    try:
+        array = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise BadInputError(f"{what} must be numbers: {exc}") from None
+    if array.ndim != (1 if single else 2) or array.shape[-1] == 0 or (n is not None and array.shape[0] != n):
+        shape = "(dim,)" if single else f"({n}, dim)"
+        raise BadInputError(f"{what} must have shape {shape}, got {tuple(array.shape)}")
+    rows = array[None, :] if single else array
+    return validation.check_vectors(rows, rows.shape[0], rows.shape[1], what).tolist()
+
+
+def _batches(texts: list[str]) -> Iterator[tuple[int, list[str]]]:
+    """``(start, texts)`` of at most ``DEFAULT_BATCH`` texts and ``MAX_REQUEST_CHARS`` characters (one text more)."""
+    start = 0
+    while start < len(texts):
+        end, chars = start + 1, len(texts[start])
+        while end < len(texts) and end - start < DEFAULT_BATCH and chars + len(texts[end]) <= MAX_REQUEST_CHARS:
+            chars += len(texts[end])
+            end += 1
+        yield start, texts[start:end]
+        start = end
+
+
+def _hit(found: dict[str, Any]) -> Hit:
+    """A ``Hit`` from its JSON shape (``Hit.to_dict``)."""
+    evidence = tuple(
+        Evidence(**{f.name: sentence[f.name] for f in fields(Evidence) if f.name in sentence and f.name != "terms"},
+                 terms=tuple(TermMatch(**term) for term in sentence.get("terms", ())))
+        for sentence in found.get("evidence", ())
+    )
+    return Hit(**{f.name: found[f.name] for f in fields(Hit) if f.name in found and f.name != "evidence"},
+               evidence=evidence)
