@@ -42,6 +42,7 @@ from retriever.storage.catalog_url import for_manifest as catalog_url_for_manife
 from retriever.storage.changes import Change, WriteReport, classify
 from retriever.storage.checking import check_collection
 from retriever.storage.cleanup import prepare_directory, remove_files, size_on_disk
+from retriever.storage.faults import file_system_faults
 from retriever.storage.generations import write_head
 from retriever.storage.integrity import CheckReport
 from retriever.storage.manifest import MANIFEST, Manifest
@@ -579,10 +580,12 @@ class Collection:
             return WriteReport()
         plan = classify(docs, self.catalog.lookup([d.id for d in docs]))
         changed = [doc for doc, kind in plan if kind == "text"]
-        staged = [self._stage(changed, embed(changed))] if changed else []
+        staged = []
         try:
-            with self.writer.locked():
-                kinds, chunks = self.writer.commit(staged, [doc for doc, kind in plan if kind != "text"], embed)
+            with file_system_faults(self.root, "the write"):
+                staged = [self._stage(changed, embed(changed))] if changed else []
+                with self.writer.locked():
+                    kinds, chunks = self.writer.commit(staged, [doc for doc, kind in plan if kind != "text"], embed)
         finally:
             remove_files(staged)
         return WriteReport.of([doc.id for doc in docs], kinds, chunks)
@@ -652,7 +655,7 @@ class Collection:
             CollectionLockedError: Another process held the write lock too long.
         """
         wanted = list(dict.fromkeys(validation.check_ids(ids)))
-        with self.writer.locked():
+        with file_system_faults(self.root, "the delete"), self.writer.locked():
             return WriteReport(deleted=self.writer.delete(wanted))
 
     def snapshot(self, dest: str | os.PathLike) -> SnapshotReport:
@@ -707,7 +710,7 @@ class Collection:
             ``{"segments_before", "segments_after", "bytes_before", "bytes_after"}``.
         """
         before = size_on_disk(self.root)
-        with self.writer.locked():
+        with file_system_faults(self.root, "compaction"), self.writer.locked():
             n_before, n_after = self.writer.compact()
         return {
             "segments_before": n_before,

@@ -123,6 +123,7 @@ class PostgresServer:
     password: str
     user: str = SUPERUSER
     host: str = "127.0.0.1"
+    options: str = ""  # the server's command-line settings, for a restart
 
     @property
     def datadir(self) -> Path:
@@ -150,6 +151,15 @@ class PostgresServer:
         with self._admin() as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
+
+    def halt(self) -> None:
+        """Stop the server at once (``immediate``: as if it crashed); ``restart`` brings it back on its port."""
+        _pg([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"],
+            _as_server_user(), "pg_ctl stop")
+
+    def restart(self) -> None:
+        _pg([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.root / "server.log"), "-w",
+             "-t", "60", "-o", self.options, "start"], _as_server_user(), "pg_ctl start")
 
     def drop_database(self, name: str) -> None:
         with self._admin() as conn:
@@ -193,6 +203,7 @@ def start_server(bindir: Path) -> PostgresServer:
     finally:
         pwfile.unlink()
     options = f"-p {server.port} -k {root} -c listen_addresses={server.host} -c fsync=off -c full_page_writes=off"
+    server.options = options
     _pg([str(bindir / "pg_ctl"), "-D", str(server.datadir), "-l", str(root / "server.log"), "-w", "-t", "60",
          "-o", options, "start"], as_server, "pg_ctl start")
     return server

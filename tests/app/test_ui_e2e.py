@@ -39,8 +39,8 @@ CHROMIUM_FLAGS = [
 TITLE = "Migratory patterns of Arctic terns"
 EVIDENCE = "Arctic terns fly from pole to pole every year, the longest migration of any animal."
 DOCS = [
-    {"id": "terns", "title": TITLE, "text": "They nest in colonies on rocky coasts. " + EVIDENCE
-     + " Chicks leave the nest after about a month. " * 4, "metadata": {"topic": "birds", "year": 2022}},
+    {"id": "terns", "title": TITLE, "text": "They nest on rocky coasts. " + EVIDENCE + " Chicks fledge in a month.",
+     "metadata": {"topic": "birds", "year": 2022}},  # one chunk of the tiny model's window, whichever ranks it
     {"id": "tea", "title": "Green tea processing", "text": "Green tea is steamed right after picking. " * 5,
      "metadata": {"topic": "food", "year": 2021}},
     {"id": "rivers", "title": "How rivers form deltas", "text": "Rivers slow down at the sea and drop sediment.",
