@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from retriever.storage.catalog import Catalog, CatalogState, Publish
-from retriever.storage.integrity import CheckReport, check_segments, segment_keys
+from retriever.storage.integrity import CheckReport, Damage, check_segments, segment_keys
 from retriever.storage.segment import SEGMENTS_DIR
+
+CATALOG = "catalog"  # what a damage of the catalog, not of a segment, names as its segment
 
 
 def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = False) -> CheckReport:
@@ -28,7 +30,7 @@ def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = F
     with writer.locked():
         state = catalog.state()
         report = _check(root, catalog, state)
-        if report.damaged:
+        if report.documents:  # what can be dropped: damaged segments' documents, documents without rows
             damaged = set(report.documents)
             ids = sorted({doc_id for ids in report.documents.values() for doc_id in ids})
             kept = [ref for ref in state.segments if ref.name not in damaged]
@@ -39,8 +41,11 @@ def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = F
 
 def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
     report = CheckReport(generation=state.generation)
+    _check_catalog_file(catalog, report)
     check_segments(Path(root) / SEGMENTS_DIR, state.segments, report)
-    damaged = sorted({d.segment for d in report.damaged})
+    damaged = sorted({d.segment for d in report.damaged} - {CATALOG})
+    if not damaged and not report.damaged:
+        _check_coverage(Path(root) / SEGMENTS_DIR, catalog, state, report)
     if damaged:
         bad_keys = {d.segment for d in report.damaged if d.file in ("keys.npy", "segment.json")}
         report.documents = _documents_of(Path(root) / SEGMENTS_DIR, catalog, state, damaged, bad_keys)
@@ -64,3 +69,38 @@ def _documents_of(folder: Path, catalog: Catalog, state: CatalogState, damaged: 
         keys = np.setdiff1d(np.asarray(keys, dtype=np.int64), elsewhere)
         found[name] = sorted(row.id for row in catalog.by_keys(keys.tolist()).values())
     return found
+
+
+def _check_catalog_file(catalog: Catalog, report: CheckReport) -> None:
+    """SQLite's own ``quick_check`` of a SQLite catalog (a server's catalog is the server's to check)."""
+    if catalog.engine.dialect.name != "sqlite":
+        return
+    try:
+        with catalog.engine.connect() as conn:
+            found = [row[0] for row in conn.exec_driver_sql("PRAGMA quick_check").fetchall()]
+    except Exception as exc:  # noqa: BLE001 - a catalog too damaged to check is itself the finding
+        found = [f"cannot be checked: {exc}"]
+    if found != ["ok"]:
+        name = Path(catalog.engine.url.database or "catalog").name
+        report.damaged.append(Damage(CATALOG, name, "; ".join(found[:5])))
+
+
+def _check_coverage(folder: Path, catalog: Catalog, state: CatalogState, report: CheckReport) -> None:
+    """Every catalog document in exactly the segments' live rows, and no live row without its document."""
+    live = []
+    for ref in state.segments:
+        keys = segment_keys(folder / ref.name)
+        if keys is None:
+            return  # a damaged segment was reported already
+        if ref.deletions:
+            keys = np.delete(keys, np.load(folder / ref.name / f"deleted.{ref.deletions}.npy", allow_pickle=False))
+        live.append(np.asarray(keys, dtype=np.int64))
+    in_segments = np.concatenate(live) if live else np.zeros(0, np.int64)
+    in_catalog = catalog.all_keys()
+    missing = np.setdiff1d(in_catalog, in_segments)
+    if len(missing):
+        report.damaged.append(Damage(CATALOG, "documents", f"{len(missing)} document(s) have no row in any segment"))
+        report.documents[CATALOG] = sorted(row.id for row in catalog.by_keys(missing.tolist()).values())
+    orphans = len(np.setdiff1d(in_segments, in_catalog))
+    if orphans:
+        report.damaged.append(Damage(CATALOG, "documents", f"{orphans} live segment row(s) have no catalog document"))

@@ -91,3 +91,31 @@ def test_a_missing_file_is_damage(collection):
     (segment(collection, 1) / "doc_lengths.npy").unlink()
     report = collection.check()
     assert [(d.file, "cannot be read" in d.reason) for d in report.damaged] == [("doc_lengths.npy", True)]
+
+
+def test_catalog_documents_without_segment_rows_are_found_and_repaired(collection):
+    from sqlalchemy import insert
+
+    from retriever.storage.catalog import documents
+
+    with collection.catalog.engine.begin() as conn:  # a row no segment holds, as a lost segment would leave
+        conn.execute(insert(documents).values(id="ghost", key=10_000, title="", meta={}, content_hash="0" * 64,
+                                              text_hash="0" * 64, n_chunks=1, updated_at=0.0))
+    report = collection.check()
+    assert [(d.segment, d.reason) for d in report.damaged] == [("catalog", "1 document(s) have no row in any segment")]
+    assert report.documents == {"catalog": ["ghost"]}
+    assert collection.check(repair=True).repaired and "ghost" not in collection and collection.check().ok
+    assert len(collection) == 11
+
+
+def test_a_damaged_sqlite_catalog_is_reported(collection):
+    collection.close()
+    catalog = collection.root / "catalog.sqlite"
+    data = bytearray(catalog.read_bytes())
+    page = 4096
+    for at in range(2 * page + 16, min(len(data), 4 * page)):  # scramble the pages after the header
+        data[at] ^= 0x5A
+    catalog.write_bytes(bytes(data))
+    with Collection.open(collection.root) as again:
+        report = again.check()
+    assert not report.ok and report.damaged[0].segment == "catalog" and report.damaged[0].file == "catalog.sqlite"
