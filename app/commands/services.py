@@ -63,9 +63,7 @@ def run_mcp(args) -> int:
     from app.server import API_KEY_ENV
 
     key = api_key(args, os.environ.get(API_KEY_ENV))
-    if not key and not is_loopback(args.host):
-        raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
-    check_listen(args.host, args.port)
+    check_address(args.host, args.port, key)
     from app.mcp_server import serve_http
 
     print(f"semsearch: MCP for {args.collection} at http://{args.host}:{args.port}/mcp"
@@ -197,15 +195,20 @@ def api_key(args, from_env: str | None) -> str | None:
 
 def check_serve_args(args, key: str | None) -> None:
     """Refuse a public address without a key, an address in use, and a deadline or worker count out of range."""
-    from app.server import API_KEY_ENV
-
-    if not key and not is_loopback(args.host):
-        raise UsageError(f"refusing to listen on {args.host} without an API key: pass --api-key or set {API_KEY_ENV}")
-    check_listen(args.host, args.port)
+    check_address(args.host, args.port, key)
     if not 0 < args.deadline <= 3600:
         raise UsageError(f"--deadline must be between 0 and 3600 seconds, got {args.deadline:g}")
     if not 1 <= args.workers <= 64:
         raise UsageError(f"--workers must be between 1 and 64, got {args.workers}")
+
+
+def check_address(host: str, port: int, key: str | None) -> None:
+    """Refuse to listen beyond loopback without an API key, or on an address already in use."""
+    from app.server import API_KEY_ENV
+
+    if not key and not is_loopback(host):
+        raise UsageError(f"refusing to listen on {host} without an API key: pass --api-key or set {API_KEY_ENV}")
+    check_listen(host, port)
 
 
 def prepare_workers(args, key: str | None) -> str:

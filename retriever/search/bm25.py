@@ -177,13 +177,17 @@ def bm25_top(
         multiplicity[term] = multiplicity.get(term, 0) + 1
     terms = list(multiplicity)
     gathered, df = _live_query_postings(parts, terms)
-    idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
-    weight = np.asarray([multiplicity[t] for t in terms]) * idf
+    weight = np.asarray([multiplicity[t] for t in terms]) * bm25_idf(n_docs, df)
     scores = [
         None if postings_of_query is None else _part_scores(postings_of_query, part[1], weight, k1, b, avgdl)
         for postings_of_query, part in zip(gathered, parts)
     ]
     return _best_of_parts(scores, [part[3] for part in parts], k)
+
+
+def bm25_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
+    """Lucene's ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))`` for each document frequency in ``df``."""
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
 def _live_query_postings(parts: Sequence[BM25Part], terms: list[str]) -> tuple[list[QueryPostings | None], np.ndarray]:

@@ -187,8 +187,8 @@ class EvidenceFinder:
             evidence = []
             for j in kept:
                 start, end = spans[j]
-                inside = [m for m in self.analyzer.term_spans(passage.text[start:end], terms)] if terms else []
-                inside = [(s + start, e + start, t) for s, e, t in inside]
+                words = self.analyzer.term_spans(passage.text[start:end], terms) if terms else []
+                inside = [(s + start, e + start, t) for s, e, t in words]
                 evidence.append(self._evidence(passage, start, end, float(mine[j]), "semantic", inside))
             found[i] = tuple(evidence)
 

@@ -8,14 +8,13 @@ document row)`` for BM25.
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
 
 from retriever import deadline
 from retriever.search import vector_index
-from retriever.search.bm25 import bm25_top
+from retriever.search.bm25 import bm25_idf, bm25_top
 from retriever.storage.segment import Segment
 from retriever.storage.view import View
 
@@ -124,4 +123,4 @@ def term_idf(view: View, terms: Sequence[str]) -> dict[str, float]:
             if at is not None:
                 df[term] += int(postings.indptr[at + 1] - postings.indptr[at])
     n = max(view.n_live_docs, max(df.values(), default=0))
-    return {term: math.log1p((n - count + 0.5) / (count + 0.5)) for term, count in df.items()}
+    return dict(zip(df, bm25_idf(n, np.asarray(list(df.values()), dtype=np.float64)).tolist()))

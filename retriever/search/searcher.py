@@ -66,7 +66,6 @@ class Searcher:
         self.index_policy = index_policy
         self.embed = embed
         self.timings = timings or Timings()
-        self.evidence = EvidenceFinder(analyzer, lambda terms: term_idf(self.reader.current(), terms), embed)
         self.batcher: MicroBatcher | None = None
 
     def batch_searches(self, max_batch: int, max_wait_s: float) -> None:
@@ -124,7 +123,8 @@ class Searcher:
             if evidence == "none" or not hits:
                 return hits
             vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))
-            found = self.evidence.find(passages, query, vector_once, evidence)
+            finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), self.embed)  # the view searched
+            found = finder.find(passages, query, vector_once, evidence)
             return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
     def rank_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list[Ranking]:
@@ -187,4 +187,3 @@ def _batched_result(future: Future) -> Ranking:
     except FutureTimeout:
         future.cancel()
         raise DeadlineExceededError("the search ran past its deadline while waiting for its batch") from None
-

@@ -15,7 +15,7 @@ import numpy as np
 
 from retriever.storage.catalog import Catalog, CatalogState, Publish
 from retriever.storage.integrity import CheckReport, Damage, check_segments, segment_keys
-from retriever.storage.segment import SEGMENTS_DIR
+from retriever.storage.segment import SEGMENTS_DIR, deletion_file
 
 CATALOG = "catalog"  # what a damage of the catalog, not of a segment, names as its segment
 
@@ -93,7 +93,7 @@ def _check_coverage(folder: Path, catalog: Catalog, state: CatalogState, report:
         if keys is None:
             return  # a damaged segment was reported already
         if ref.deletions:
-            keys = np.delete(keys, np.load(folder / ref.name / f"deleted.{ref.deletions}.npy", allow_pickle=False))
+            keys = np.delete(keys, np.load(folder / ref.name / deletion_file(ref.deletions), allow_pickle=False))
         live.append(np.asarray(keys, dtype=np.int64))
     in_segments = np.concatenate(live) if live else np.zeros(0, np.int64)
     in_catalog = catalog.all_keys()

@@ -18,10 +18,10 @@ from retriever.errors import BadInputError
 from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import CatalogState
 from retriever.storage.generations import HEAD_FILE, read_head
-from retriever.storage.integrity import CHECKSUM_SUFFIX
 from retriever.storage.leftovers import sweep_temporaries
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
-from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import META, SEGMENTS_DIR
+from retriever.storage.segment_files import deletion_files
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 
 LOCK_FILE = ".write.lock"
@@ -48,7 +48,7 @@ def remove_unreferenced(root: Path, state: CatalogState) -> None:
             remove_files([path])
             removed = True
             continue
-        keep = {deletion_file(wanted[path.name]), deletion_file(wanted[path.name]) + CHECKSUM_SUFFIX}
+        keep = deletion_files(wanted[path.name])
         for deletions in path.glob("deleted.*"):  # older deletion files and their checksums
             if deletions.name not in keep:
                 deletions.unlink(missing_ok=True)

@@ -23,10 +23,8 @@ import numpy as np
 
 from retriever.errors import CorruptCollectionError
 from retriever.storage.atomic import write_durably
-
-CHECKSUM_SUFFIX = ".crc32"
+from retriever.storage.segment_files import CHECKSUM_SUFFIX, META, deletion_file
 _BLOCK = 1 << 20
-_META = "segment.json"
 
 
 def crc32_of(path: Path) -> str:
@@ -40,12 +38,12 @@ def crc32_of(path: Path) -> str:
 
 def record_checksums(folder: Path) -> dict[str, str]:
     """``{file name: crc32}`` of every file in a segment folder being written (``segment.json`` aside)."""
-    return {p.name: crc32_of(p) for p in sorted(Path(folder).iterdir()) if p.is_file() and p.name != _META}
+    return {p.name: crc32_of(p) for p in sorted(Path(folder).iterdir()) if p.is_file() and p.name != META}
 
 
 def record_again(folder: Path, name: str) -> None:
     """Record the CRC-32 of ``name``, rewritten in a segment not yet published, in its ``segment.json``."""
-    meta_path = Path(folder) / _META
+    meta_path = Path(folder) / META
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
     if "checksums" in meta:
         meta["checksums"][name] = crc32_of(Path(folder) / name)
@@ -105,16 +103,16 @@ def verify_segment(folder: Path, deletions: int, report: CheckReport) -> list[Da
     """Every byte of one segment as of a generation (its files and deletion file ``deletions``, 0: none)."""
     folder = Path(folder)
     try:
-        meta = json.loads((folder / _META).read_text(encoding="utf-8"))
+        meta = json.loads((folder / META).read_text(encoding="utf-8"))
         recorded = meta.get("checksums")
     except (OSError, ValueError, AttributeError) as exc:
-        return [Damage(folder.name, _META, f"unreadable: {exc}")]
+        return [Damage(folder.name, META, f"unreadable: {exc}")]
     found = []
     if recorded is None:
         report.unverified.append(folder.name)
         recorded = {}
     if deletions:
-        name = f"deleted.{deletions}.npy"
+        name = deletion_file(deletions)
         try:
             recorded = {**recorded, name: (folder / (name + CHECKSUM_SUFFIX)).read_text(encoding="ascii").strip()}
         except FileNotFoundError:

@@ -40,10 +40,9 @@ from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
 from retriever.storage.integrity import record_checksums, write_checksum_beside
 from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
-from retriever.storage.segment_files import check_offsets, check_spans, own_folder, regular_file
+from retriever.storage.segment_files import META, check_offsets, check_spans, deletion_file, own_folder, regular_file
 
 SEGMENTS_DIR = "segments"
-META = "segment.json"
 
 
 def segment_name(number: int) -> str:
@@ -272,10 +271,6 @@ class Segment:
             return check_deletions(np.load(path, allow_pickle=False), self.n_docs, path)
         except (OSError, ValueError) as exc:
             raise CorruptCollectionError(f"cannot read {path}: {exc}") from None
-
-
-def deletion_file(generation: int) -> str:
-    return f"deleted.{generation}.npy"
 
 
 def write_deletions(folder: Path, generation: int, rows: np.ndarray) -> None:

@@ -22,6 +22,19 @@ from retriever.errors import CorruptCollectionError
 
 SEGMENT_NAME = re.compile(r"s[0-9]{6,18}")  # what ``segment.segment_name`` gives
 
+META = "segment.json"  # a segment's counts, index type and checksums, written last
+CHECKSUM_SUFFIX = ".crc32"  # a deletion file's CRC-32 is in <deletion file>.crc32 beside it
+
+
+def deletion_file(generation: int) -> str:
+    """The name of a segment's deleted rows as of ``generation``."""
+    return f"deleted.{generation}.npy"
+
+
+def deletion_files(generation: int) -> set[str]:
+    """The files a segment keeps for its deletions as of ``generation``: the rows and their checksum."""
+    return {deletion_file(generation), deletion_file(generation) + CHECKSUM_SUFFIX}
+
 
 def parse_segments(text: str, where: str) -> list[tuple[str, int]]:
     """The ``[[name, deletion generation], ...]`` list a catalog's state row holds, checked.

@@ -22,6 +22,7 @@ same way: the catalog copied, the segment files linked or copied.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -38,9 +39,9 @@ from retriever.storage.atomic import fsync_dir, fsync_path
 from retriever.storage.catalog import Catalog, CatalogState, metadata_obj
 from retriever.storage.cleanup import TAGGERS_DIR
 from retriever.storage.generations import write_head
-from retriever.storage.integrity import CHECKSUM_SUFFIX
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
-from retriever.storage.segment import META, SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import META, SEGMENTS_DIR
+from retriever.storage.segment_files import deletion_file, deletion_files
 
 MAX_TRIES = 5
 _ROWS_PER_BATCH = 5_000
@@ -100,13 +101,9 @@ def take_snapshot(root: Path, manifest: Manifest, catalog: Catalog, dest: Path,
     report = SnapshotReport(dest)
     for attempt in range(1, MAX_TRIES + 2):
         report.tries = attempt
-        if attempt <= MAX_TRIES:
+        with locked() if attempt > MAX_TRIES else contextlib.nullcontext():  # at last writers wait: nothing goes
             if _try_copy(root, manifest, lambda target: _copy_catalog(catalog, target), dest, report):
                 return report
-        else:
-            with locked():  # writers wait; nothing can remove a file now
-                if _try_copy(root, manifest, lambda target: _copy_catalog(catalog, target), dest, report):
-                    return report
     raise SemsearchError(f"snapshot of {root}: files kept changing under it, even under the write lock")
 
 
@@ -231,6 +228,7 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
     except FileNotFoundError:
         raise _Gone(source) from None
     wanted_deletions = deletion_file(deletions) if deletions else None
+    kept = deletion_files(deletions) if deletions else set()
     if wanted_deletions and wanted_deletions not in names or META not in names:
         raise _Gone(source)  # being removed: a listing taken mid-way lacks files
     try:
@@ -241,7 +239,7 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
         raise _Gone(source)
     target.mkdir()
     for name in names:
-        if name.startswith("deleted.") and name not in (wanted_deletions, f"{wanted_deletions}{CHECKSUM_SUFFIX}"):
+        if name.startswith("deleted.") and name not in kept:
             continue
         _link_or_copy(source / name, target / name, counts)
     fsync_dir(target)
