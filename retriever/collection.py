@@ -734,7 +734,11 @@ def _write_empty_collection(root: Path, manifest: Manifest) -> None:
     """The directory, an empty catalog and ``HEAD`` at generation 0; the manifest last, since it makes a collection."""
     root.mkdir(parents=True, exist_ok=True)
     (root / SEGMENTS_DIR).mkdir(exist_ok=True)
-    Catalog(manifest.catalog_location(root)).create(manifest.uuid)
+    catalog = Catalog(manifest.catalog_location(root))
+    try:
+        catalog.create(manifest.uuid)
+    finally:
+        catalog.close()  # an open connection would hold SQLite's WAL unmerged until collected
     write_head(root, 0)
     manifest.save(root)
 
