@@ -8,6 +8,7 @@ Staged segments of a live process are kept (``staging.may_be_alive``).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -25,6 +26,7 @@ from retriever.storage.segment_files import deletion_files
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 
 LOCK_FILE = ".write.lock"
+REMOVING_PREFIX = ".removing-"  # a segment folder on its way out (``remove_segment_folder``)
 TAGGERS_DIR = "taggers"  # trained taggers (retriever.tagging.store)
 OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE, TAGGERS_DIR}  # what a collection holds
 
@@ -45,7 +47,7 @@ def remove_unreferenced(root: Path, state: CatalogState) -> None:
         if path.name.startswith(STAGED_PREFIX) and may_be_alive(path):
             continue  # a worker may still be writing it, or a driver about to commit it
         if path.name not in wanted:
-            remove_files([path])
+            remove_segment_folder(path)
             removed = True
             continue
         keep = deletion_files(wanted[path.name])
@@ -55,6 +57,22 @@ def remove_unreferenced(root: Path, state: CatalogState) -> None:
                 removed = True
     if removed:
         fsync_dir(folder)
+
+
+def remove_segment_folder(path: Path) -> None:
+    """Remove a segment folder no generation references: first renamed out of the way, then deleted.
+
+    A reader still loading an older generation may be opening this folder's
+    files; after the rename, every file it has yet to open is missing along
+    with the folder, which it reads as "a writer moved on" and loads the
+    new generation instead, never as a half-deleted segment.
+    """
+    if path.is_dir():
+        doomed = path.with_name(f"{REMOVING_PREFIX}{path.name}.{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):  # another writer's cleanup took it first
+            path.rename(doomed)
+            path = doomed
+    remove_files([path])
 
 
 def remove_files(paths: Sequence[Path]) -> None:
