@@ -137,9 +137,9 @@ def http_app(collection: Collection, host: str, api_key: str | None) -> Any:
     """
     app = build_server(collection).streamable_http_app(host=host, stateless_http=True, json_response=True)
     if api_key:
-        from app.server.middleware import ApiKeyMiddleware
+        from app.server.access import AccessMiddleware, KeyRing, single_collection
 
-        return ApiKeyMiddleware(app, api_key)
+        return AccessMiddleware(app, KeyRing.plain(api_key), single_collection(collection.root.name))
     return app
 
 

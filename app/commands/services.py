@@ -88,13 +88,17 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     require_api_extra()
     from app.server.limits import DEFAULT_DEADLINE_S
 
-    add_collection_arg(p)
+    p.add_argument("-c", "--collection", required=True, action="append", metavar="[NAME=]DIR",
+                   help="collection directory; repeat as NAME=DIR to serve several, each under "
+                   "/collections/NAME, or give a folder whose sub-folders are collections")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health; needed to listen "
                    "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
                    "--api-key-file")
     p.add_argument("--api-key-file", metavar="FILE", help="read the key from the first line of FILE instead")
+    p.add_argument("--keys-file", metavar="FILE", help="keys scoped to read or write each collection, stored as "
+                   "hashes (make them with `semsearch keys add`); also taken from $SEMSEARCH_KEYS")
     p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default %(default)g)")
     p.add_argument("--access-log", action="store_true",
@@ -148,30 +152,100 @@ def require_api_extra() -> None:
 
 
 def run_serve(args) -> int:
-    """Serve the collection on uvicorn, in one process or ``--workers`` processes sharing the port."""
+    """Serve the collections on uvicorn, in one process or ``--workers`` processes sharing the port."""
     import uvicorn
 
     from app.server import API_KEY_ENV, create_app
+    from app.server.multi import PREFIX, create_multi_app
+    from app.server.service import key_ring
 
-    key = api_key(args, os.environ.get(API_KEY_ENV))
-    check_serve_args(args, key)
+    check_serve_args(args)
+    collections, mounted = served_collections(args.collection)
+    ring = key_ring(api_key(args, os.environ.get(API_KEY_ENV)), scoped_keys(args.keys_file))
+    check_address(args.host, args.port, bool(ring))
+    warn_unserved_scopes(ring, collections)
     options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
                "access_log": args.access_log}
     ready_dir = None
-    if args.workers == 1:
-        app = create_app(args.collection, api_key=key, deadline_s=args.deadline, allowed_hosts=(args.host,))
-    else:  # worker processes build the app themselves, from these settings
-        ready_dir = prepare_workers(args, key)
+    if args.workers > 1:  # worker processes build the app themselves, from these settings
+        ready_dir = prepare_workers(args, collections, mounted, ring)
         app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
-    print(f"semsearch: serving {args.collection} at http://{args.host}:{args.port} (API docs at /docs"
-          f"{'; API key required' if key else ''}{f'; {args.workers} worker processes' if args.workers > 1 else ''})",
-          file=sys.stderr)
+    elif mounted:
+        app = create_multi_app(collections, keys=ring, deadline_s=args.deadline, allowed_hosts=(args.host,))
+    else:
+        (name, path), = collections.items()
+        app = create_app(path, keys=ring, name=name, deadline_s=args.deadline, allowed_hosts=(args.host,))
+    where = (", ".join(f"{n} at {PREFIX}/{n}" for n in collections) if mounted
+             else f"{next(iter(collections.values()))} (scopes name it {next(iter(collections))!r})" if ring
+             else str(next(iter(collections.values()))))
+    print(f"semsearch: serving {where} on http://{args.host}:{args.port} (API docs at /docs"
+          f"{f'; {len(ring)} key(s) accepted' if ring else ''}"
+          f"{f'; {args.workers} worker processes' if args.workers > 1 else ''})", file=sys.stderr)
     try:
         uvicorn.run(app, **options)
     finally:
         if ready_dir is not None:
             shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
+
+
+def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
+    """``-c`` values as ``({name: directory}, mounted)``; mounted: routes under ``/collections/NAME``.
+
+    One ``-c DIR`` holding a collection is served at the root, named by its
+    folder; ``NAME=DIR``, a repeated ``-c`` or a folder of collections mounts
+    each under its name.
+
+    Raises:
+        UsageError: A directory that is neither a collection nor a folder of them, a bad or repeated name.
+    """
+    from app.server.access import check_name
+    from app.ui_support import find_collections
+
+    collections: dict[str, Path] = {}
+    mounted = len(values) > 1
+    for value in values:
+        name, sep, path = value.partition("=")
+        if sep and name and not Path(value).exists():
+            mounted, found = True, [(name, Path(path).expanduser())]
+            if not (found[0][1] / "manifest.json").is_file():
+                raise UsageError(f"-c {value}: {path} is not a collection (no manifest.json)")
+        else:
+            folders = find_collections(value)
+            if not folders:
+                raise UsageError(f"-c {value}: neither a collection nor a folder holding collections")
+            mounted = mounted or folders[0] != Path(value).expanduser()
+            found = [(folder.name, folder) for folder in folders]
+        for name, folder in found:
+            try:
+                check_name(name, "collection name")
+            except Exception as exc:  # noqa: BLE001 - BadInputError, said as a usage error
+                raise UsageError(f"-c {value}: {exc}; name it with -c NAME=DIR") from None
+            if name in collections:
+                raise UsageError(f"-c {value}: a second collection named {name!r}; name them apart with NAME=DIR")
+            collections[name] = folder
+    return collections, mounted
+
+
+def scoped_keys(keys_file: str | None):
+    """The keys of ``--keys-file`` and ``$SEMSEARCH_KEYS`` (hashes only), as one ``KeyRing``."""
+    from app.server.access import KEYS_ENV, KeyRing
+
+    ring = KeyRing.parse(os.environ.get(KEYS_ENV, ""), f"${KEYS_ENV}")
+    if keys_file:
+        if not Path(keys_file).is_file():
+            raise UsageError(f"--keys-file {keys_file}: no such file (make one with `semsearch keys add`)")
+        ring = ring.merged(KeyRing.load(keys_file))
+    return ring
+
+
+def warn_unserved_scopes(ring, collections: dict[str, Path]) -> None:
+    """Say which keys name a collection that is not served (a typo would otherwise be a silent 403)."""
+    for key in ring.keys:
+        missing = sorted(set(key.scopes) - set(collections) - {"*"})
+        if missing:
+            print(f"semsearch: note: key {key.name!r} is scoped to {', '.join(missing)}, not served here",
+                  file=sys.stderr)
 
 
 def api_key(args, from_env: str | None) -> str | None:
@@ -193,46 +267,49 @@ def api_key(args, from_env: str | None) -> str | None:
     return from_env or None
 
 
-def check_serve_args(args, key: str | None) -> None:
-    """Refuse a public address without a key, an address in use, and a deadline or worker count out of range."""
-    check_address(args.host, args.port, key)
+def check_serve_args(args) -> None:
+    """Refuse a deadline or worker count out of range (the address is checked once the keys are known)."""
     if not 0 < args.deadline <= 3600:
         raise UsageError(f"--deadline must be between 0 and 3600 seconds, got {args.deadline:g}")
     if not 1 <= args.workers <= 64:
         raise UsageError(f"--workers must be between 1 and 64, got {args.workers}")
 
 
-def check_address(host: str, port: int, key: str | None) -> None:
+def check_address(host: str, port: int, key: str | bool | None) -> None:
     """Refuse to listen beyond loopback without an API key, or on an address already in use."""
     from app.server import API_KEY_ENV
 
     if not key and not is_loopback(host):
-        raise UsageError(f"refusing to listen on {host} without an API key: pass --api-key or set {API_KEY_ENV}")
+        raise UsageError(f"refusing to listen on {host} without an API key: pass --api-key or --keys-file, "
+                         f"or set {API_KEY_ENV}")
     check_listen(host, port)
 
 
-def prepare_workers(args, key: str | None) -> str:
+def prepare_workers(args, collections: dict[str, Path], mounted: bool, ring) -> str:
     """Settings for ``--workers`` processes, in their environment; each gets an N-th of the cores.
 
-    The collection is opened once here, so a wrong path fails once, not in every worker.
+    The collections are opened once here, so a wrong path fails once, not in
+    every worker; the workers get the keys' hashes only.
 
     Returns:
         The folder where each worker marks itself ready (the caller removes it).
     """
-    from app.server import API_KEY_ENV, SERVE_ENV
+    from app.server import SERVE_ENV
+    from app.server.access import KEYS_ENV
     from app.server.metrics import MULTIPROCESS_ENV
     from app.server.workers import worker_settings
     from retriever import Collection
     from retriever.encoding.threads import THREADS_ENV, available_cores
 
-    Collection.open(args.collection).close()
+    for path in collections.values():
+        Collection.open(path).close()
     ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
     metrics_dir = Path(ready_dir) / "metrics"  # every worker's counts, so that /metrics reports them all
     metrics_dir.mkdir()
     os.environ.setdefault(MULTIPROCESS_ENV, str(metrics_dir))
-    os.environ[SERVE_ENV] = worker_settings(args.collection, args.deadline, ready_dir, args.workers, (args.host,))
-    if key:
-        os.environ[API_KEY_ENV] = key
+    os.environ[SERVE_ENV] = worker_settings(collections, mounted, args.deadline, ready_dir, args.workers,
+                                            (args.host,))
+    os.environ[KEYS_ENV] = ring.text()
     os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
     return ready_dir
 

@@ -16,7 +16,7 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
 
 Every error answer is JSON with a one-line ``detail`` that names the problem
 and the field: 400 bad input the retriever refused (a malformed filter, a
-bad id), 401 missing or wrong API key, 404 unknown document, 409 ``upsert:
+bad id), 401 missing or wrong API key, 403 a key without the scope, 404 unknown document, 409 ``upsert:
 false`` and the id exists, 413 body over the size limit (also when the whole
 body was sent), 422 a request that does not fit the schema, 503 the request
 ran past its deadline or the collection is locked by a writer. The service
@@ -32,17 +32,23 @@ interrupted, embedding stops between batches, a write rolls back), so the
 worker is free again. A write answered 503 may still have committed if it
 finished in the last instant; repeating it (``upsert``) is safe.
 
+Several collections (``serve -c a=DIR -c b=DIR2``) are served by
+``app.server.multi``, each collection's routes under ``/collections/NAME``,
+with keys scoped to read or write each one (``app.server.access``).
+
 The package, one concern a module: ``limits`` (sizes, the deadline, the
 environment variables), ``schemas`` (request and response bodies),
-``middleware`` (body size limit, API key), ``deadlines`` (work stopped at the
+``middleware`` (body size limit), ``access`` (keys stored as hashes, scoped
+per collection: 401 and 403), ``multi`` (many collections), ``deadlines`` (work stopped at the
 deadline), ``routes``, ``errors`` (every failure as a JSON answer),
 ``workers`` (``serve --workers N``) and ``service`` (``create_app``, which
 puts them together).
 """
 
 from app.server.limits import API_KEY_ENV, DEFAULT_DEADLINE_S, MAX_BODY_BYTES, SERVE_ENV
-from app.server.service import app_from_environment, create_app
+from app.server.multi import app_from_environment, create_multi_app
+from app.server.service import create_app
 from app.server.workers import WorkerGroup
 
-__all__ = ["create_app", "app_from_environment", "WorkerGroup", "API_KEY_ENV", "SERVE_ENV", "MAX_BODY_BYTES",
+__all__ = ["create_app", "create_multi_app", "app_from_environment", "WorkerGroup", "API_KEY_ENV", "SERVE_ENV", "MAX_BODY_BYTES",
            "DEFAULT_DEADLINE_S"]

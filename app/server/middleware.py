@@ -1,18 +1,16 @@
-"""ASGI middleware of the HTTP API: the request size limit (413) and the API key (401).
+"""ASGI middleware of the HTTP API: the request size limit (413).
 
-Both answer before the app sees the request; ``create_app`` adds the key
-check inside the size limit, so an oversized body is refused unread whatever
-its key.
+It answers before the app sees the request; ``create_app`` adds the key
+check (``app.server.access``) inside it, so an oversized body is refused
+unread whatever its key.
 """
 
 from __future__ import annotations
 
-import hmac
-
 import anyio
 
 from app.server.limits import MAX_DRAIN_BYTES
-from app.server.responses import AsciiJSONResponse, error_body
+from app.server.responses import AsciiJSONResponse
 
 
 class BodyLimitMiddleware:
@@ -77,33 +75,3 @@ class BodyLimitMiddleware:
 
 async def _no_receive():  # pragma: no cover - a JSONResponse never reads
     return {"type": "http.disconnect"}
-
-
-class ApiKeyMiddleware:
-    """Every route but ``/health`` needs the key: ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""
-
-    OPEN = frozenset({"/health"})
-
-    def __init__(self, app, api_key: str) -> None:
-        self.app, self.expected = app, api_key.encode("utf-8")
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("path") in self.OPEN:
-            return await self.app(scope, receive, send)
-        problem = self._problem(dict(scope.get("headers") or []))
-        if problem is None:
-            return await self.app(scope, receive, send)
-        body = error_body(scope.get("path") or "", problem, 401)
-        response = AsciiJSONResponse(body, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-        await response(scope, receive, send)
-
-    def _problem(self, headers: dict[bytes, bytes]) -> str | None:
-        given = headers.get(b"x-api-key")
-        if given is None:
-            scheme, _, token = headers.get(b"authorization", b"").partition(b" ")
-            given = token.strip() if scheme.lower() == b"bearer" else None
-        if given is None:
-            return "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
-        if not hmac.compare_digest(given, self.expected):
-            return "wrong API key"
-        return None

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fastapi.responses import JSONResponse
+
+
+_OPENAI_ROUTE = re.compile(r"^(/collections/[^/]+)?/v1/")  # a collection's routes may sit under its name
 
 
 class AsciiJSONResponse(JSONResponse):
@@ -18,7 +22,7 @@ class AsciiJSONResponse(JSONResponse):
 def error_body(path: str, detail: Any, status: int) -> dict[str, Any]:
     """``{"detail"}``; on the OpenAI-compatible ``/v1`` routes also OpenAI's ``{"error": {"message", "type", ...}}``."""
     body: dict[str, Any] = {"detail": detail}
-    if path.startswith("/v1/"):
+    if _OPENAI_ROUTE.match(path):
         kind = {401: "authentication_error", 404: "not_found_error"}.get(status, "invalid_request_error")
         body["error"] = {"message": str(detail), "type": kind, "param": None, "code": None}
     return body

@@ -1,4 +1,4 @@
-"""The FastAPI app of one collection: the pieces of ``app.server`` put together."""
+"""The FastAPI app of one collection: the pieces of ``app.server`` put together (many: ``app.server.multi``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ from fastapi import FastAPI
 from app.server.deadlines import Deadline
 from app.server.errors import add_error_handlers
 from app.server.hosts import HostCheckMiddleware
-from app.server.limits import API_KEY_ENV, DEFAULT_DEADLINE_S, MAX_BODY_BYTES
+from app.server.access import AccessMiddleware, KeyRing, Resolver, single_collection
+from app.server.limits import DEFAULT_DEADLINE_S, MAX_BODY_BYTES
 from app.server.metrics import MetricsMiddleware, ServiceMetrics
-from app.server.middleware import ApiKeyMiddleware, BodyLimitMiddleware
+from app.server.middleware import BodyLimitMiddleware
 from app.server.responses import AsciiJSONResponse
 from app.server.routes import add_metrics_route, add_routes
-from app.server.workers import WorkerGroup, read_worker_settings
+from app.server.workers import WorkerGroup
 from retriever.collection import Collection
 
 
@@ -26,6 +27,8 @@ def create_app(
     collection_path: str | os.PathLike,
     api_key: str | None = None,
     *,
+    keys: KeyRing | None = None,
+    name: str | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
     deadline_s: float = DEFAULT_DEADLINE_S,
     warm_up: bool = True,
@@ -39,33 +42,47 @@ def create_app(
             fails here, not on the first request).
         api_key: When set, every route but ``/health`` (the docs included)
             needs ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``.
+        keys: Keys scoped per collection (``app.server.access``), besides ``api_key``.
+        name: The collection's name in the keys' scopes (default: its directory's name).
         max_body_bytes: Larger request bodies get a 413 (default 10 MB).
         deadline_s: Seconds a request may take before it is stopped and
             answered 503 (default 4); also the longest wait for the write lock.
         warm_up: Load the model at start-up so the first search is fast.
         workers: The group this app is one worker of (``serve --workers N``):
             it marks itself ready there, and ``/health`` counts the ready ones.
-        allowed_hosts: Without ``api_key``, the ``Host`` names answered besides
+        allowed_hosts: Without keys, the ``Host`` names answered besides
             loopback ones (default none; ``serve`` adds its ``--host``); any
             other gets 403, so a web page cannot reach the API by DNS rebinding.
     """
+    ring = key_ring(api_key, keys)
+    app = collection_app(collection_path, deadline_s=deadline_s, warm_up=warm_up, workers=workers,
+                         description=describe(collection_path, bool(ring)))
+    name = name or Path(collection_path).resolve().name
+    guard(app, ring, single_collection(name), max_body_bytes, allowed_hosts, metrics=app.state.metrics)
+    return app
+
+
+def collection_app(
+    collection_path: str | os.PathLike,
+    *,
+    deadline_s: float = DEFAULT_DEADLINE_S,
+    warm_up: bool = True,
+    workers: WorkerGroup | None = None,
+    description: str = "",
+) -> FastAPI:
+    """The routes of one collection, without a key check or body limit (``guard`` adds those)."""
     collection = Collection.open(collection_path, lock_timeout=deadline_s)
     app = FastAPI(
         title="semsearch",
         version=package_version(),
         summary="Semantic search over one collection",
-        description=describe(collection_path, api_key),
+        description=description,
         lifespan=lifespan(collection, warm_up, workers),
         default_response_class=AsciiJSONResponse,
     )
     app.state.collection = collection
-    if api_key:
-        app.add_middleware(ApiKeyMiddleware, api_key=api_key)
-    else:
-        app.add_middleware(HostCheckMiddleware, allowed=tuple(allowed_hosts))
     metrics = ServiceMetrics(collection)
-    app.add_middleware(MetricsMiddleware, metrics=metrics)  # counts every answer, 401 and 413 included
-    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)  # outermost: added last
+    app.state.metrics = metrics
     add_error_handlers(app)
     limit = Deadline(deadline_s)
     limit.on_cancel = metrics.cancellations.inc
@@ -74,18 +91,22 @@ def create_app(
     return app
 
 
-def app_from_environment() -> FastAPI:
-    """The app of one worker process of ``semsearch serve --workers N``.
+def guard(app: FastAPI, keys: KeyRing, resolve: Resolver, max_body_bytes: int, allowed_hosts: Iterable[str],
+          metrics: ServiceMetrics | None = None) -> None:
+    """Put the key check (or, with no keys, the ``Host`` check), the metrics and the body limit around ``app``."""
+    if keys:
+        app.add_middleware(AccessMiddleware, keys=keys, resolve=resolve)
+    else:
+        app.add_middleware(HostCheckMiddleware, allowed=tuple(allowed_hosts))
+    if metrics is not None:
+        app.add_middleware(MetricsMiddleware, metrics=metrics)  # counts every answer, 401 and 403 included
+    app.add_middleware(BodyLimitMiddleware, max_bytes=max_body_bytes)  # outermost: added last
 
-    Reads ``{"collection": DIR, "deadline_s": SECONDS, "ready_dir": DIR,
-    "workers": N}`` from ``$SEMSEARCH_SERVE`` and the key from
-    ``$SEMSEARCH_API_KEY``; each worker opens the collection and loads its own
-    encoder, and all of them see every commit.
-    """
-    settings = read_worker_settings()
-    return create_app(settings["collection"], api_key=os.environ.get(API_KEY_ENV) or None,
-                      deadline_s=float(settings["deadline_s"]), allowed_hosts=settings.get("allowed_hosts", ()),
-                      workers=WorkerGroup(settings["ready_dir"], int(settings["workers"])))
+
+def key_ring(api_key: str | None, keys: KeyRing | None) -> KeyRing:
+    """``keys`` and the plain ``api_key`` (scope ``*:write``) as one ring; empty when neither is given."""
+    ring = keys or KeyRing()
+    return ring.merged(KeyRing.plain(api_key)) if api_key else ring
 
 
 def lifespan(collection: Collection, warm_up: bool, workers: WorkerGroup | None) -> Callable:
@@ -110,13 +131,13 @@ def lifespan(collection: Collection, warm_up: bool, workers: WorkerGroup | None)
     return span
 
 
-def describe(collection_path: str | os.PathLike, api_key: str | None) -> str:
+def describe(collection_path: str | os.PathLike, keyed: bool) -> str:
     """The OpenAPI description: which collection is served and whether a key is needed."""
     return (
         f"Serving the collection `{display_name(collection_path)}`. Search by meaning, "
         "embed text with the collection's model, and add, read or delete documents. "
         + ("Every route but `/health` needs `Authorization: Bearer <key>` or `X-API-Key: <key>`."
-           if api_key else "No API key is set.")
+           if keyed else "No API key is set.")
     )
 
 

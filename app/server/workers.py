@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from app.server.limits import SERVE_ENV
 
@@ -44,13 +44,19 @@ class WorkerGroup:
         return count
 
 
-def worker_settings(collection: str | os.PathLike, deadline_s: float, ready_dir: str, workers: int,
-                    allowed_hosts: tuple[str, ...] = ()) -> str:
-    """The JSON that ``semsearch serve --workers N`` puts in ``$SEMSEARCH_SERVE`` for its workers."""
-    return json.dumps({"collection": str(Path(collection).resolve()), "deadline_s": deadline_s,
-                       "ready_dir": ready_dir, "workers": workers, "allowed_hosts": list(allowed_hosts)})
+def worker_settings(collections: Mapping[str, str | os.PathLike], mounted: bool, deadline_s: float, ready_dir: str,
+                    workers: int, allowed_hosts: tuple[str, ...] = ()) -> str:
+    """The JSON that ``semsearch serve --workers N`` puts in ``$SEMSEARCH_SERVE`` for its workers.
+
+    Args:
+        collections: ``{name: directory}``.
+        mounted: Each collection under ``/collections/NAME`` (else the one collection at the root).
+    """
+    return json.dumps({"collections": {name: str(Path(path).resolve()) for name, path in collections.items()},
+                       "mounted": mounted, "deadline_s": deadline_s, "ready_dir": ready_dir, "workers": workers,
+                       "allowed_hosts": list(allowed_hosts)})
 
 
 def read_worker_settings() -> dict[str, Any]:
-    """``{"collection", "deadline_s", "ready_dir", "workers", "allowed_hosts"}`` from ``$SEMSEARCH_SERVE``."""
+    """``{"collections", "mounted", "deadline_s", "ready_dir", "workers", "allowed_hosts"}`` from ``$SEMSEARCH_SERVE``."""
     return json.loads(os.environ[SERVE_ENV])

@@ -237,19 +237,22 @@ def test_info_names_the_encoder_backend(capsys, docs, tmp_path, tiny_model_dir):
     assert "backend" in out and "threads" in out
 
 
-def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys, monkeypatch, tmp_path):
+def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys, monkeypatch, tmp_path, docs,
+                                                                         tiny_model_dir):
     pytest.importorskip("fastapi")
-    import app.commands.services as services
+    import app.server.service as service
+    from app.commands.services import UsageError
 
+    index(capsys, docs, tmp_path / "col", tiny_model_dir)
     monkeypatch.delenv("SEMSEARCH_API_KEY", raising=False)
     key_file = tmp_path / "key"
     key_file.write_text("from-the-file\n")
     seen = []
-    monkeypatch.setattr(services, "check_serve_args", lambda args, key: seen.append(key) or (_ for _ in ()).throw(
-        services.UsageError("stop here")))
-    run(capsys, "serve", "-c", tmp_path, "--api-key-file", key_file)
+    monkeypatch.setattr(service, "key_ring", lambda api_key, keys: seen.append(api_key) or (_ for _ in ()).throw(
+        UsageError("stop here")))
+    run(capsys, "serve", "-c", tmp_path / "col", "--api-key-file", key_file)
     assert seen == ["from-the-file"]
-    code, _, err = run(capsys, "serve", "-c", tmp_path, "--api-key-file", tmp_path / "missing")
+    code, _, err = run(capsys, "serve", "-c", tmp_path / "col", "--api-key-file", tmp_path / "missing")
     assert code == 2 and "--api-key-file" in err
 
 
