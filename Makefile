@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab train-small finetune-minilm ui serve clean
+.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -17,6 +17,8 @@ help:
 	@echo "make test      run the test suite (slow benchmarks excluded)"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files"
+	@echo "make soak      SOAK_MINUTES (default 30) of searches, writes, compactions and snapshots on loopback,"
+	@echo "               server and writer SIGKILLed at random; checks every acknowledged write (runs/soak/)"
 	@echo "make bench     every benchmark below: quality, speed, scale and Ray (run them on a quiet machine)"
 	@echo "make bench-quality  rerun benchmarks/quality.yaml: nDCG@10, MRR@10, R@100, MAP@100 per dataset and mode;"
 	@echo "                    then few-shot tagging, frozen embeddings against TF-IDF (benchmarks/tagging.py)"
@@ -88,6 +90,12 @@ bench-search-ab: install
 
 bench-ray: install
 	$(BIN)/python -m benchmarks.ray_scale --docs 1500 --workers 2
+
+# Searches, writes, compactions and snapshots while the server and the writer are
+# SIGKILLed at random; then every acknowledged write is looked for (benchmarks/soak.py).
+SOAK_MINUTES ?= 30
+soak: install
+	$(BIN)/python -m benchmarks.soak --minutes $(SOAK_MINUTES)
 
 # Training recipes: resumable stages, summary.json and a printed table.
 train-small: install
