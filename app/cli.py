@@ -16,12 +16,12 @@ import os
 import sys
 from typing import Sequence
 
-from app.commands import indexing, keys, maintenance, searching, services, tagging, train
+from app.commands import adapting, indexing, keys, maintenance, searching, services, tagging, train
 from app.commands.base import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Parser, UsageError, fail
 from app.commands.services import UI_PASSWORD_ENV
 
 #: The command groups, in the order ``semsearch --help`` lists their commands.
-GROUPS = (indexing, searching, maintenance, tagging, services, keys, train)
+GROUPS = (indexing, searching, maintenance, tagging, services, keys, train, adapting)
 
 
 def build_parser() -> argparse.ArgumentParser:

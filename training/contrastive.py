@@ -77,6 +77,7 @@ class ContrastiveConfig:
     resume: bool = False
     seed: int = 0
     device: str | None = None
+    max_minutes: float | None = None  # stop cleanly, with a checkpoint and the model saved, after this long
 
     def validate(self) -> None:
         """Raise ``BadInputError`` for inconsistent or out-of-range settings."""
@@ -194,7 +195,7 @@ def contrastive_train(
     stage = _Contrastive(model, config.scale, batches, run.output, dev)
     outcome = train_loop(run, stage, Schedule(
         total=total, lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
-        save_every=config.save_every, eval_every=config.eval_every,
+        save_every=config.save_every, eval_every=config.eval_every, max_minutes=config.max_minutes,
     ))
     return {
         "steps": total,

@@ -132,6 +132,8 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     t.add_argument("--dev-split", default=d["dev_split"], metavar="SPLIT", help="qrels split of --dev (default dev if present, else test)")
     t.add_argument("--eval-every", type=int, default=d["eval_every"], metavar="N", help="dev evaluation every N steps (default %(default)s)")
     add_checkpoint_flags(t, d)
+    t.add_argument("--max-minutes", type=float, default=d["max_minutes"], metavar="M",
+                   help="stop cleanly, and save, after M minutes (rerun with --resume to go on)")
     t.add_argument("--seed", type=int, default=d["seed"], help="seed for initialisation, data order and crops (default %(default)s)")
     add_output_flags(t)
     t.set_defaults(handler=run_contrastive)
