@@ -29,6 +29,7 @@ import numpy as np
 from retriever.errors import BadInputError
 from retriever.storage.atomic import atomic_write_text
 from training.contrastive import ContrastiveConfig, contrastive_train
+from training.pairs import Pair
 from training.pseudo_queries import PseudoQuery, draw_queries, mine_pairs
 
 CANDIDATES = 20  # documents each held-out query's check ranks, besides its source
@@ -43,9 +44,10 @@ class AdaptConfig:
     output_dir: str
     documents: int = 5_000  # documents that give pseudo-queries (a seeded sample of larger collections)
     held_out: int = 200  # at most; a fifth of the pseudo-queries on small collections
-    ranks: tuple[int, int] = (3, 30)  # hybrid ranks the hard negative is drawn from
+    hard_negatives: bool = False  # on SciFact, hybrid-mined negatives took dense nDCG@10 from 0.662 to 0.650
+    ranks: tuple[int, int] = (3, 30)  # hybrid ranks a hard negative is drawn from
     batch_size: int = 32
-    lr: float = 2e-5
+    lr: float = 1e-5
     epochs: int = 1
     max_len: int = 256
     minutes: float | None = None  # for training; drawing, mining and the check come on top
@@ -112,7 +114,8 @@ def adapt(collection, config: AdaptConfig, *, progress: bool = True,
     pairs_file = out / "pairs.jsonl"
     if not (config.resume and pairs_file.is_file()):
         started = time.monotonic()
-        pairs = mine_pairs(collection, train, config.seed, ranks=config.ranks, progress=progress)
+        pairs = (mine_pairs(collection, train, config.seed, ranks=config.ranks, progress=progress)
+                 if config.hard_negatives else [Pair(q.query, q.positive) for q in train])
         atomic_write_text(pairs_file, "".join(json.dumps({"anchor": p.anchor, "positive": p.positive}
                                                          | ({"negative": p.negative} if p.negative else {})) + "\n"
                                               for p in pairs))

@@ -40,6 +40,7 @@ from training.pairs import (
 )
 
 UNSUPERVISED = ("simcse", "crop")
+PRECISIONS = ("auto", "fp32", "bf16")
 
 Batches = Callable[[int], tuple[list[Pair], list[list[int]]]]
 """``batches(epoch)`` -> the epoch's pairs and their duplicate-free batches (indices into the pairs)."""
@@ -78,6 +79,7 @@ class ContrastiveConfig:
     seed: int = 0
     device: str | None = None
     max_minutes: float | None = None  # stop cleanly, with a checkpoint and the model saved, after this long
+    precision: str = "auto"  # "fp32", "bf16" (autocast), or "auto": bf16 on a CPU with bf16 arithmetic, or CUDA
 
     def validate(self) -> None:
         """Raise ``BadInputError`` for inconsistent or out-of-range settings."""
@@ -99,6 +101,8 @@ class ContrastiveConfig:
             raise BadInputError(f"max steps must be at least 1, got {self.max_steps}")
         if self.max_len is not None and self.max_len < 8:
             raise BadInputError(f"max length must be at least 8, got {self.max_len}")
+        if self.precision not in PRECISIONS:
+            raise BadInputError(f"precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.lr <= 0 or self.scale <= 0:
             raise BadInputError("learning rate and scale must be positive")
         if not 0 <= self.warmup_ratio < 1:
@@ -192,7 +196,7 @@ def contrastive_train(
     model = load_mean_pooling_model(run.checkpoint or config.from_model, device)
     if config.max_len:
         model.max_seq_length = config.max_len
-    stage = _Contrastive(model, config.scale, batches, run.output, dev)
+    stage = _Contrastive(model, config.scale, batches, run.output, dev, autocast_bf16(config.precision, device))
     outcome = train_loop(run, stage, Schedule(
         total=total, lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
         save_every=config.save_every, eval_every=config.eval_every, max_minutes=config.max_minutes,
@@ -208,6 +212,19 @@ def contrastive_train(
     }
 
 
+def autocast_bf16(precision: str, device: str) -> bool:
+    """Whether the forward pass runs under bf16 autocast: ``auto`` says yes on CUDA and on CPUs with bf16
+    arithmetic (AVX-512 BF16 or AMX), where a MiniLM step of 32 triplets of 256 tokens went from about 8.7 s
+    to 3.4 s on 2 cores of an AMD EPYC (Zen 4); elsewhere bf16 is emulated and slower."""
+    if precision != "auto":
+        return precision == "bf16"
+    if str(device).startswith("cuda"):
+        return True
+    from retriever.encoding.backends.choice import has_bf16
+
+    return has_bf16()
+
+
 class _Contrastive(Stage):
     """Contrastive training as a loop stage: duplicate-free batches in seeded epochs, best-on-dev keeping.
 
@@ -218,10 +235,10 @@ class _Contrastive(Stage):
 
     label = "contrastive"
 
-    def __init__(self, model, scale: float, batches: Batches, output: Path, dev: DevSet | None):
+    def __init__(self, model, scale: float, batches: Batches, output: Path, dev: DevSet | None, bf16: bool = False):
         from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
 
-        self.model, self.batches_of, self.output, self.dev = model, batches, output, dev
+        self.model, self.batches_of, self.output, self.dev, self.bf16 = model, batches, output, dev, bf16
         self.loss_fn = MultipleNegativesRankingLoss(model, scale=scale)
         self.evaluates = dev is not None
         self.epoch, self.position = 0, 0
@@ -239,7 +256,8 @@ class _Contrastive(Stage):
         device = self.model.device
         features = [{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.model.preprocess(column).items()}
                     for column in _columns(self.rows)]
-        return self.loss_fn(features, None)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            return self.loss_fn(features, None)
 
     def step_fields(self) -> dict:
         return {"batch": len(self.rows)}

@@ -46,6 +46,8 @@ def add_adapt_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, default=defaults["epochs"], help="passes over the pairs (default %(default)s)")
     p.add_argument("--lr", type=float, default=defaults["lr"], help="peak learning rate (default %(default)g)")
     p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="pairs per step (default %(default)s)")
+    p.add_argument("--hard-negatives", action="store_true",
+                   help="add a negative from the collection's hybrid search to each pair (off: it lowered SciFact)")
     p.add_argument("--seed", type=int, default=defaults["seed"])
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming what OUTPUT holds")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -61,7 +63,8 @@ def run_adapt(args) -> int:
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o {output}: a file is in the way")
     config = AdaptConfig(str(output), documents=args.documents, held_out=args.held_out, batch_size=args.batch_size,
-                         lr=args.lr, epochs=args.epochs, minutes=args.minutes, seed=args.seed, resume=not args.fresh)
+                         lr=args.lr, epochs=args.epochs, minutes=args.minutes, seed=args.seed, resume=not args.fresh,
+                         hard_negatives=args.hard_negatives)
     config.validate()
     quiet = args.json
     if args.collection:

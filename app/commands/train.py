@@ -134,6 +134,8 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     add_checkpoint_flags(t, d)
     t.add_argument("--max-minutes", type=float, default=d["max_minutes"], metavar="M",
                    help="stop cleanly, and save, after M minutes (rerun with --resume to go on)")
+    t.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=d["precision"],
+                   help="bf16 autocast of the forward pass; auto: where the CPU has bf16 arithmetic (default %(default)s)")
     t.add_argument("--seed", type=int, default=d["seed"], help="seed for initialisation, data order and crops (default %(default)s)")
     add_output_flags(t)
     t.set_defaults(handler=run_contrastive)

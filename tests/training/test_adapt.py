@@ -24,7 +24,8 @@ def collection(tmp_path_factory, tiny_model_dir):
 def test_adapt_writes_a_model_that_loads_and_a_report_of_the_check(collection, tmp_path):
     out = tmp_path / "adapted"
     before = collection.info()["generation"]
-    report = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8), progress=False)
+    report = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, hard_negatives=True),
+                   progress=False)
     assert report.queries == 100 and report.held_out == 20 and 100 // 8 <= report.steps <= 100 // 8 + 1
     assert 0 <= report.before_mrr <= 1 and 0 <= report.after_mrr <= 1 and report.better == (
         report.after_mrr > report.before_mrr)
@@ -76,3 +77,14 @@ def test_the_command_adapts_a_corpus_folder_and_reports_json(tmp_path, tiny_mode
     assert Embedder(str(tmp_path / "m")).dim == 32
     assert main(["adapt", "-c", str(tmp_path / "nothing"), "-o", str(tmp_path / "m2")]) == 2
     assert "nothing" in capsys.readouterr().err
+
+
+def test_bf16_autocast_is_chosen_by_the_cpu_unless_told(monkeypatch):
+    import retriever.encoding.backends.choice as choice
+    from training.contrastive import autocast_bf16
+
+    assert autocast_bf16("bf16", "cpu") and not autocast_bf16("fp32", "cpu") and autocast_bf16("auto", "cuda")
+    monkeypatch.setattr(choice, "has_bf16", lambda info=None: False)
+    assert not autocast_bf16("auto", "cpu")
+    monkeypatch.setattr(choice, "has_bf16", lambda info=None: True)
+    assert autocast_bf16("auto", "cpu")
