@@ -71,9 +71,9 @@ class AdaptReport:
 
     model_dir: str
     base_model: str
-    documents: int
-    queries: int
-    held_out: int
+    queries: int  # pseudo-queries drawn (one per document that gave one)
+    trained_on: int  # of those, the ones training saw
+    held_out: int  # and the ones kept for the check
     steps: int
     before_mrr: float
     after_mrr: float

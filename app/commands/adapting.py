@@ -80,7 +80,7 @@ def run_adapt(args) -> int:
         print(f"semsearch: held-out check, mean reciprocal rank of {report.held_out} pseudo-queries' sources: "
               f"{report.before_mrr:.4f} with {Path(report.base_model).name}, {report.after_mrr:.4f} adapted "
               f"({verdict})", file=sys.stderr)
-        print(f"semsearch: {report.steps} steps on {report.queries} pseudo-queries; seconds "
+        print(f"semsearch: {report.steps} steps on {report.trained_on} pseudo-queries; seconds "
               + ", ".join(f"{k} {v:g}" for k, v in report.seconds.items())
               + f"; model in {report.model_dir} (use it with --model)", file=sys.stderr)
     return EXIT_OK if report.better else EXIT_FAILURE

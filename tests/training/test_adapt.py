@@ -26,7 +26,7 @@ def test_adapt_writes_a_model_that_loads_and_a_report_of_the_check(collection, t
     before = collection.info()["generation"]
     report = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, hard_negatives=True),
                    progress=False)
-    assert report.queries == 100 and report.held_out == 20 and 100 // 8 <= report.steps <= 100 // 8 + 1
+    assert report.queries == 120 and report.trained_on == 100 and report.held_out == 20 and 100 // 8 <= report.steps <= 100 // 8 + 1
     assert 0 <= report.before_mrr <= 1 and 0 <= report.after_mrr <= 1 and report.better == (
         report.after_mrr > report.before_mrr)
     assert set(report.seconds) == {"draw", "mine", "train", "check"}
