@@ -69,6 +69,11 @@ class WriterState:
                         (self.present.add if version is not None else self.present.discard)(doc_id)
         self.prefix = prefix
 
+    def record(self, op: str, ids: list[str]) -> None:
+        """An acknowledged write: the ids are present after an add or upsert, absent after a delete."""
+        for doc_id in ids:
+            (self.present.discard if op == "delete" else self.present.add)(doc_id)
+
     def pick(self, rng: random.Random, op: str, n: int) -> list[str]:
         if op == "add":
             absent = [f"{self.prefix}-{i}" for i in rng.sample(range(ID_SPACE), min(ID_SPACE, n * 4))]
@@ -108,8 +113,7 @@ def run_writer(args) -> None:
                 continue
             journal.write({"ack": state.seq})
             state.seq += 1
-            for i in ids:
-                (state.present.discard if op == "delete" else state.present.add)(i)
+            state.record(op, ids)
 
 
 def call(base: str, key: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict | None]:
@@ -153,8 +157,7 @@ def run_http_writer(args) -> None:
             time.sleep(0.3)
         if done:
             journal.write({"ack": state.seq})
-            for i in ids:
-                (state.present.discard if op == "delete" else state.present.add)(i)
+            state.record(op, ids)
         state.seq += 1
 
 

@@ -165,24 +165,21 @@ def check(collection, held: list[PseudoQuery], current, adapted, *, k: int = 10,
           progress: bool = True) -> tuple[float, float]:
     """Mean reciprocal rank (cut at ``k``) of each held-out query's source, by ``current`` and by ``adapted``.
 
-    Both rank the same candidates: the collection's hybrid top ``CANDIDATES`` for the query, and the source.
+    Both rank the same candidates: the collection's hybrid top ``CANDIDATES`` for the query, and the source,
+    each by its first chunk as the collection embeds it (title in front where its chunker puts it).
     """
     from tqdm import tqdm
-
-    import warnings
 
     candidates = {pq.query: list(dict.fromkeys([pq.doc_id, *(
         h.id for h in collection.search(pq.query, k=CANDIDATES, mode="hybrid", evidence="none"))]))
         for pq in tqdm(held, desc="check candidates", unit="query", disable=not progress)}
     ids = sorted({i for found in candidates.values() for i in found})
-    texts = [_text(collection.get(i)) for i in ids]
+    texts = [collection.chunker.split(collection.get(i))[0].embed_text for i in ids]
     row = {doc_id: n for n, doc_id in enumerate(ids)}
     scores = {}
     for name, embedder in (("current", current), ("adapted", adapted)):
-        with warnings.catch_warnings():  # a document over the window is ranked by its first window, by both
-            warnings.simplefilter("ignore")
-            passages = embedder.embed(texts, show_progress=progress)
-            queries = embedder.embed([pq.query for pq in held])
+        passages = embedder.embed(texts, show_progress=progress)
+        queries = embedder.embed([pq.query for pq in held])
         total = 0.0
         for query, pq in zip(queries, held):
             scored = passages[[row[i] for i in candidates[pq.query]]] @ query  # the source first
@@ -191,7 +188,3 @@ def check(collection, held: list[PseudoQuery], current, adapted, *, k: int = 10,
         scores[name] = total
     n = max(1, len(held))
     return scores["current"] / n, scores["adapted"] / n
-
-
-def _text(document) -> str:
-    return f"{document.title}. {document.text}" if document.title else document.text

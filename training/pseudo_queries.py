@@ -50,9 +50,9 @@ def draw_queries(documents: Iterable[tuple[str, str, str]], seed: int = 0, *, ti
         if title and len(title.split()) >= 3 and rng.random() < title_share:
             drawn.append(PseudoQuery(title.strip(), doc_id, text, "title"))
             continue
-        spans = [(a, b) for a, b in sentence_spans(text)
-                 if MIN_QUERY_WORDS <= len(text[a:b].split()) <= MAX_QUERY_WORDS]
-        if not spans or len(sentence_spans(text)) < 2:
+        sentences = sentence_spans(text)
+        spans = [(a, b) for a, b in sentences if MIN_QUERY_WORDS <= len(text[a:b].split()) <= MAX_QUERY_WORDS]
+        if not spans or len(sentences) < 2:
             continue
         start, end = rng.choice(spans)
         sentence = text[start:end].strip()

@@ -201,6 +201,7 @@ def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
     """
     from app.server.access import check_name
     from app.ui_support import find_collections
+    from retriever.errors import BadInputError
 
     collections: dict[str, Path] = {}
     mounted = len(values) > 1
@@ -219,7 +220,7 @@ def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
         for name, folder in found:
             try:
                 check_name(name, "collection name")
-            except Exception as exc:  # noqa: BLE001 - BadInputError, said as a usage error
+            except BadInputError as exc:  # said as a usage error, with the way out
                 raise UsageError(f"-c {value}: {exc}; name it with -c NAME=DIR") from None
             if name in collections:
                 raise UsageError(f"-c {value}: a second collection named {name!r}; name them apart with NAME=DIR")

@@ -28,6 +28,7 @@ from app.server.limits import DEFAULT_DEADLINE_S, MAX_BODY_BYTES
 from app.server.metrics import MetricsMiddleware
 from app.server.public import model_label
 from app.server.responses import AsciiJSONResponse
+from app.server.routes import health_answer
 from app.server.service import collection_app, create_app, describe, guard, key_ring, package_version
 from app.server.workers import WorkerGroup, read_worker_settings
 
@@ -98,9 +99,7 @@ def _add_routes(app: FastAPI, apps: Mapping[str, FastAPI], ring: KeyRing, worker
     @app.get("/health", tags=["service"])
     def health() -> dict[str, Any]:
         """Liveness: answers without a key; with several workers, how many are ready."""
-        if workers is None:
-            return {"status": "ok"}
-        return {"status": "ok", "workers": {"ready": workers.ready(), "of": workers.size}}
+        return health_answer(workers)
 
     @app.get(PREFIX, tags=["service"])
     def list_collections(request: Request) -> dict[str, Any]:

@@ -62,9 +62,7 @@ def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, wo
     @app.get("/health", tags=["service"])
     def health() -> dict[str, Any]:
         """Liveness: answers without touching the collection or the key; with several workers, how many are ready."""
-        if workers is None:
-            return {"status": "ok"}
-        return {"status": "ok", "workers": {"ready": workers.ready(), "of": workers.size}}
+        return health_answer(workers)
 
     @app.get("/stats", tags=["service"])
     async def stats() -> dict[str, Any]:
@@ -73,6 +71,13 @@ def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, wo
             lambda: public_info(collection.info())
             | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
         )
+
+
+def health_answer(workers: WorkerGroup | None) -> dict[str, Any]:
+    """``{"status": "ok"}``, and with several workers ``{"workers": {"ready", "of"}}``."""
+    if workers is None:
+        return {"status": "ok"}
+    return {"status": "ok", "workers": {"ready": workers.ready(), "of": workers.size}}
 
 
 def add_search_routes(app: FastAPI, collection: Collection, limit: Deadline) -> None:
