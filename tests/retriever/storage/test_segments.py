@@ -54,6 +54,15 @@ class Ranking:
 ranking = Ranking
 
 
+@pytest.fixture(scope="module")
+def tiny_embedder(tiny_model_dir):
+    """The tiny model in fp32 on torch, so that ``Ranking``'s 1e-4 holds: collections embedded in different
+    batches then differ in the last bits only, where a bf16 backend that ``auto`` may pick differs by ~1e-4."""
+    from retriever import Embedder
+
+    return Embedder(tiny_model_dir, backend="torch-fp32")
+
+
 @pytest.fixture
 def layered(tmp_path, tiny_embedder):
     """Three commits, replacements and deletions: several segments with deletion files."""
