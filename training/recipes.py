@@ -70,6 +70,7 @@ class SmallRecipe:
     pairs_epochs: int = 5
     pairs_batch: int = 32
     pairs_lr: float = 1e-4
+    seed: int = 0  # initial weights, batch order and masks of every stage
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class FinetuneRecipe:
     batch: int = 32
     lr: float = 2e-5
     hard_negatives: bool = True
+    seed: int = 0
 
 
 def run_stage(run_dir: Path, name: str, work: Callable[[], dict], *, log: Callable[[str], None]) -> dict:
@@ -126,20 +128,21 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
             max_len=recipe.max_len, batch_size=recipe.pretrain_batch, lr=recipe.pretrain_lr,
             max_steps=recipe.pretrain_steps, max_minutes=recipe.pretrain_minutes,
             eval_every=recipe.pretrain_eval_every, save_every=recipe.pretrain_eval_every, resume=True,
+            seed=recipe.seed,
         ))
 
     def crop() -> dict:
         return contrastive_train(ContrastiveConfig(
             from_model=str(mlm_dir), output_dir=str(crop_dir), corpus=[str(scifact)], unsupervised="crop",
             max_steps=recipe.crop_steps, batch_size=recipe.crop_batch, lr=recipe.crop_lr,
-            save_every=CHECKPOINT_EVERY, resume=True,
+            save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
         ))
 
     def pairs() -> dict:
         return contrastive_train(ContrastiveConfig(
             from_model=str(crop_dir), output_dir=str(contrastive_dir), beir=str(scifact), split="train",
             hard_negatives=True, epochs=recipe.pairs_epochs, batch_size=recipe.pairs_batch,
-            lr=recipe.pairs_lr, save_every=CHECKPOINT_EVERY, resume=True,
+            lr=recipe.pairs_lr, save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
         ))
 
     stages = {
@@ -183,7 +186,7 @@ def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: Finetu
         return contrastive_train(ContrastiveConfig(
             from_model=recipe.model, output_dir=str(model_dir), beir=str(scifact), split="train",
             hard_negatives=recipe.hard_negatives, epochs=recipe.epochs, batch_size=recipe.batch,
-            lr=recipe.lr, save_every=CHECKPOINT_EVERY, resume=True,
+            lr=recipe.lr, save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
         ))
 
     stages = {"finetune": run_stage(run_dir, "finetune", finetune, log=log)}
@@ -275,7 +278,17 @@ def _require(path: Path) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """A recipe as ``semsearch train recipe`` runs it: ``run(datasets, run_dir, score, settings, log=)``,
+    ``table(summary)`` and its default ``settings``."""
+
+    run: Callable[..., dict]
+    table: Callable[[dict], str]
+    settings: SmallRecipe | FinetuneRecipe
+
+
 RECIPES = {
-    "train-small": (train_small, format_small),
-    "finetune-minilm": (finetune_minilm, format_finetune),
+    "train-small": Recipe(train_small, format_small, SmallRecipe()),
+    "finetune-minilm": Recipe(finetune_minilm, format_finetune, FinetuneRecipe()),
 }

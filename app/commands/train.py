@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -150,7 +150,9 @@ def add_recipe_flags(t: argparse.ArgumentParser) -> None:
                         "finetune-minilm: adapt the packaged MiniLM to SciFact")
     t.add_argument("--datasets", metavar="DIR",
                    help="directory with pretrain-text/, scifact/, cisi/, cranfield/, medline/ (default ../shared/datasets)")
-    t.add_argument("-o", "--output", metavar="DIR", help="run directory (default runs/RECIPE)")
+    t.add_argument("-o", "--output", metavar="DIR", help="run directory (default runs/RECIPE, runs/RECIPE-seed-N)")
+    t.add_argument("--seed", type=int, metavar="N",
+                   help="seed of initial weights, batch order and masks (default 0); another seed, another run")
     t.add_argument("--json", action="store_true", help="print the summary as JSON instead of the table")
     t.set_defaults(handler=run_recipe)
 
@@ -245,11 +247,13 @@ def run_recipe(args) -> int:
         result = evaluate(dataset, split="test", mode=mode, model=model)
         return {key: result[key] for key in ("ndcg@10", "recall@100", "queries", "seconds")}
 
-    run, table = RECIPES[args.recipe]
-    run_dir = Path(args.output or Path("runs") / args.recipe)
-    summary = run(Path(args.datasets) if args.datasets else DEFAULT_DATASETS, run_dir, score,
-                  log=lambda line: print(f"semsearch: {args.recipe}: {line}", file=sys.stderr))
-    print(json.dumps(summary, indent=2) if args.json else table(summary))
+    recipe = RECIPES[args.recipe]
+    settings = recipe.settings if args.seed is None else replace(recipe.settings, seed=args.seed)
+    default_dir = Path("runs") / (args.recipe if args.seed is None else f"{args.recipe}-seed-{args.seed}")
+    run_dir = Path(args.output) if args.output else default_dir
+    summary = recipe.run(Path(args.datasets) if args.datasets else DEFAULT_DATASETS, run_dir, score, settings,
+                         log=lambda line: print(f"semsearch: {args.recipe}: {line}", file=sys.stderr))
+    print(json.dumps(summary, indent=2) if args.json else recipe.table(summary))
     print(f"semsearch: summary written to {run_dir / 'summary.json'}", file=sys.stderr)
     return EXIT_OK
 

@@ -113,7 +113,7 @@ def test_cli_runs_a_recipe_and_prints_its_table(datasets, tiny_model_dir, tmp_pa
     from training import recipes
 
     toy = FinetuneRecipe(model=str(tiny_model_dir), batch=4)  # the recipe's default model, made tiny
-    monkeypatch.setattr(recipes.finetune_minilm, "__defaults__", (toy,))
+    monkeypatch.setitem(recipes.RECIPES, "finetune-minilm", replace(recipes.RECIPES["finetune-minilm"], settings=toy))
     assert main(["train", "recipe", "finetune-minilm", "--datasets", str(datasets), "-o", str(tmp_path / "r")]) == 0
     out, err = capsys.readouterr()
     assert "dense nDCG@10" in out and "scifact" in out and "summary written to" in err
