@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 
 from retriever.errors import BadInputError
-from training.dev_set import DevSet, evaluate_dev, load_dev
+from training.dev_set import DevSet, evaluate_dev, is_dev_query, load_dev
 from training.loop import Schedule, Stage, open_run, train_loop
 from training.pairs import (
     Pair,
@@ -73,6 +73,7 @@ class ContrastiveConfig:
     max_len: int | None = None
     dev: str | None = None
     dev_split: str | None = None  # default: "dev" when the dataset has it, else "test"
+    dev_fraction: float | None = None  # only this share of the dev split's queries; left out of training pairs
     eval_every: int = 500
     save_every: int = 500
     resume: bool = False
@@ -107,6 +108,18 @@ class ContrastiveConfig:
             raise BadInputError("learning rate and scale must be positive")
         if not 0 <= self.warmup_ratio < 1:
             raise BadInputError("warmup ratio must be in [0, 1)")
+        if self.dev_fraction is not None and not (self.dev and 0 < self.dev_fraction < 1):
+            raise BadInputError("--dev-fraction needs --dev and must be between 0 and 1 (exclusive)")
+        if self.trains_on_dev_queries() and self.dev_fraction is None:
+            raise BadInputError(f"the dev set is the training split {self.split!r} of {self.beir}: "
+                                "give --dev-fraction to hold some of its queries out of training")
+
+    def trains_on_dev_queries(self) -> bool:
+        """Whether the training pairs come from the dev set's own dataset and split."""
+        if not (self.beir and self.dev):
+            return False
+        dev_split = self.dev_split or ("dev" if (Path(self.dev) / "qrels" / "dev.tsv").is_file() else "test")
+        return Path(self.beir).resolve() == Path(self.dev).resolve() and self.split == dev_split
 
 
 def load_mean_pooling_model(location: str | Path, device: str | None = None):
@@ -135,7 +148,10 @@ def _build_pairs(config: ContrastiveConfig) -> Callable[[int], list[Pair]]:
         pairs = read_pairs(config.pairs)
         return lambda epoch: pairs
     if config.beir:
-        pairs = beir_pairs(config.beir, config.split, hard_negatives=config.hard_negatives, seed=config.seed)
+        fraction = config.dev_fraction
+        leave_out = (lambda query_id: is_dev_query(query_id, fraction)) if config.trains_on_dev_queries() else None
+        pairs = beir_pairs(config.beir, config.split, hard_negatives=config.hard_negatives, seed=config.seed,
+                           leave_out=leave_out)
         return lambda epoch: pairs
     documents = read_corpus(config.corpus or [])
     if config.unsupervised == "simcse":
@@ -183,7 +199,7 @@ def contrastive_train(
     """
     config.validate()
     run = open_run(config.output_dir, resume=config.resume, progress=progress, callback=callback)
-    dev = load_dev(config.dev, config.dev_split) if config.dev else None
+    dev = load_dev(config.dev, config.dev_split, config.dev_fraction) if config.dev else None
     batches = _epoch_batches(config)
     first, first_batches = batches(0)
     if not first_batches:

@@ -1,9 +1,16 @@
-"""The dev set a contrastive run keeps its best model by: dense nDCG@10 over a BEIR dataset."""
+"""The dev set a contrastive run keeps its best model by: dense nDCG@10 over a BEIR dataset.
+
+A dev set can be a whole split or a fixed fraction of its queries
+(``is_dev_query``: chosen by a hash of the query id, so every stage, seed
+and machine draws the same ones), which lets a training split lend some of
+its queries to model selection while the rest train.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from retriever.errors import BadInputError
@@ -22,17 +29,32 @@ class DevSet:
     documents: list[dict] = field(default_factory=list)
 
 
-def load_dev(root: str | Path, split: str | None = None) -> DevSet:
+def is_dev_query(query_id: str, fraction: float) -> bool:
+    """Whether query ``query_id`` belongs to the dev draw of ``fraction`` (0 to 1) of its split's queries."""
+    digest = hashlib.sha256(f"semsearch-dev:{query_id}".encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") < fraction * 2**64
+
+
+def load_dev(root: str | Path, split: str | None = None, fraction: float | None = None) -> DevSet:
     """The dev set of BEIR dataset ``root``; ``split`` defaults to "dev" when it has one, else "test".
 
+    With ``fraction`` only the split's queries that ``is_dev_query`` draws are kept.
+
     Raises:
-        BadInputError: The dataset cannot be read, or its corpus has no text.
+        BadInputError: The dataset cannot be read, its corpus has no text, or the draw holds no query.
     """
     from retriever.evaluation import load_beir
 
     root = Path(root)
     split = split or ("dev" if (root / "qrels" / "dev.tsv").is_file() else "test")
     dataset = load_beir(root, split)
+    if fraction is not None:
+        kept = [q for q in dataset.queries if is_dev_query(q, fraction)]
+        if not kept:
+            raise BadInputError(f"{root}: a dev fraction of {fraction} of split {split!r} "
+                                f"({len(dataset.queries)} queries) draws none; give a larger fraction")
+        dataset = replace(dataset, queries={q: dataset.queries[q] for q in kept},
+                          qrels={q: dataset.qrels[q] for q in kept})
     documents = [{"id": str(r["_id"]), "title": r.get("title") or "", "text": r.get("text") or ""}
                  for r in dataset.corpus() if (r.get("text") or "").strip()]
     if not documents:

@@ -16,7 +16,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from retriever.errors import BadInputError
 from retriever.jsonl import read_jsonl
@@ -63,11 +63,13 @@ def _doc_text(record: dict) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool = False, seed: int = 0) -> list[Pair]:
+def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool = False, seed: int = 0,
+               leave_out: Callable[[str], bool] | None = None) -> list[Pair]:
     """(query, title + "\\n" + text) for every judged-relevant (score > 0) document of ``split``.
 
     With ``hard_negatives`` each pair gets the query's top BM25 document that
     is not judged relevant (a random such document when BM25 finds none).
+    Queries for which ``leave_out(query_id)`` is true (a dev draw) give no pairs.
     """
     from retriever.evaluation import load_beir
 
@@ -87,7 +89,7 @@ def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool =
     doc_ids = list(corpus)
     for query_id, judged in dataset.qrels.items():
         relevant = [d for d, score in judged.items() if score > 0 and d in corpus]
-        if not relevant:
+        if not relevant or (leave_out is not None and leave_out(query_id)):
             continue
         negative = None
         if index is not None:

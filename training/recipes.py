@@ -28,6 +28,7 @@ Cranfield and MEDLINE (which the fine-tuning must not hurt).
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -67,9 +68,12 @@ class SmallRecipe:
     crop_steps: int = 160
     crop_batch: int = 64
     crop_lr: float = 2e-4
+    crop_eval_every: int = 40
     pairs_epochs: int = 5
     pairs_batch: int = 32
     pairs_lr: float = 1e-4
+    pairs_eval_every: int = 28
+    dev_fraction: float = 0.2  # of SciFact's train queries: held out of training, they choose each stage's model
     seed: int = 0  # initial weights, batch order and masks of every stage
 
 
@@ -83,6 +87,29 @@ class FinetuneRecipe:
     lr: float = 2e-5
     hard_negatives: bool = True
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """A recipe stage as ``_claim`` sees it: the settings it reads and its output directory under the run."""
+
+    name: str
+    keys: tuple[str, ...] = ()
+    output: str | None = None
+
+
+def _small_stages(recipe: SmallRecipe) -> list[StagePlan]:
+    """``train-small``'s stages in order (a settings key not named here belongs to the first)."""
+    names = list(asdict(recipe))
+    model = ("layers", "hidden", "heads", "intermediate", "max_len", "positions", "dropout")
+    return [
+        StagePlan("tokenizer", ("vocab_size",), "tokenizer"),
+        StagePlan("pretrain", (*model, *[k for k in names if k.startswith("pretrain_")], "seed"), "mlm"),
+        StagePlan("contrastive-crop", (*[k for k in names if k.startswith("crop_")], "dev_fraction", "seed"), "crop"),
+        StagePlan("contrastive-pairs", (*[k for k in names if k.startswith("pairs_")], "dev_fraction", "seed"),
+                  "contrastive"),
+        StagePlan("eval-mlm-only"), StagePlan("eval-contrastive"), StagePlan("eval-bm25"),
+    ]
 
 
 def run_stage(run_dir: Path, name: str, work: Callable[[], dict], *, log: Callable[[str], None]) -> dict:
@@ -112,7 +139,7 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
     from training.tokenizer import train_tokenizer
 
     books, scifact = _require(datasets / "pretrain-text"), _require(datasets / "scifact")
-    _claim(run_dir, asdict(recipe))
+    _claim(run_dir, asdict(recipe), _small_stages(recipe), log=log)
     tokenizer_dir, mlm_dir = run_dir / "tokenizer", run_dir / "mlm"
     crop_dir, contrastive_dir = run_dir / "crop", run_dir / "contrastive"
 
@@ -131,11 +158,15 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
             seed=recipe.seed,
         ))
 
+    def dev(every: int) -> dict:
+        """The dev set both contrastive stages keep their best model by: a fixed draw of SciFact's train queries."""
+        return {"dev": str(scifact), "dev_split": "train", "dev_fraction": recipe.dev_fraction, "eval_every": every}
+
     def crop() -> dict:
         return contrastive_train(ContrastiveConfig(
             from_model=str(mlm_dir), output_dir=str(crop_dir), corpus=[str(scifact)], unsupervised="crop",
             max_steps=recipe.crop_steps, batch_size=recipe.crop_batch, lr=recipe.crop_lr,
-            save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
+            save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed, **dev(recipe.crop_eval_every),
         ))
 
     def pairs() -> dict:
@@ -143,6 +174,7 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
             from_model=str(crop_dir), output_dir=str(contrastive_dir), beir=str(scifact), split="train",
             hard_negatives=True, epochs=recipe.pairs_epochs, batch_size=recipe.pairs_batch,
             lr=recipe.pairs_lr, save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
+            **dev(recipe.pairs_eval_every),
         ))
 
     stages = {
@@ -179,7 +211,8 @@ def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: Finetu
 
     scifact = _require(datasets / "scifact")
     others = {name: _require(datasets / name) for name in OTHER_DATASETS}
-    _claim(run_dir, asdict(recipe))
+    evaluations = [StagePlan(f"eval-{name}-{when}") for name in ("scifact", *OTHER_DATASETS) for when in ("before", "after")]
+    _claim(run_dir, asdict(recipe), [StagePlan("finetune", tuple(asdict(recipe)), "model"), *evaluations], log=log)
     model_dir = run_dir / "model"
 
     def finetune() -> dict:
@@ -257,17 +290,20 @@ def _wall_table(seconds: dict[str, float]) -> str:
     return _table(rows, ("stage", "seconds", "minutes"))
 
 
-def _claim(run_dir: Path, settings: dict) -> None:
-    """Record the recipe's settings in ``run_dir``, or refuse a directory holding a run with other settings."""
+def _claim(run_dir: Path, settings: dict, stages: list[StagePlan], *, log: Callable[[str], None]) -> None:
+    """Record the recipe's settings in ``run_dir``; where a run with other settings left results, clear the
+    first stage those settings reach (result and output directory) and every stage after it."""
     path = run_dir / SETTINGS
     if path.is_file():
         earlier = json.loads(path.read_text(encoding="utf-8"))
-        if earlier != settings:
-            keys = settings.keys() | earlier.keys()
-            changed = ", ".join(sorted(k for k in keys if settings.get(k) != earlier.get(k)))
-            raise BadInputError(f"{run_dir} holds a run with other settings ({changed}); "
-                                "remove it or choose another output directory")
-        return
+        changed = sorted(k for k in settings.keys() | earlier.keys() if settings.get(k) != earlier.get(k))
+        if changed:
+            first = next((i for i, stage in enumerate(stages) if set(stage.keys) & set(changed)), 0)
+            log(f"settings changed ({', '.join(changed)}): {stages[first].name} and the stages after it run again")
+            for stage in stages[first:]:
+                (run_dir / STAGES / f"{stage.name}.json").unlink(missing_ok=True)
+                if stage.output:
+                    shutil.rmtree(run_dir / stage.output, ignore_errors=True)
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(settings, indent=2) + "\n")
 

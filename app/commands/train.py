@@ -130,6 +130,9 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     t.add_argument("--max-len", type=int, default=d["max_len"], metavar="N", help="tokens per text (default: the model's window)")
     t.add_argument("--dev", default=d["dev"], metavar="DIR", help="BEIR dataset scored (dense nDCG@10) to keep the best model")
     t.add_argument("--dev-split", default=d["dev_split"], metavar="SPLIT", help="qrels split of --dev (default dev if present, else test)")
+    t.add_argument("--dev-fraction", type=float, default=d["dev_fraction"], metavar="F",
+                   help="score only this share of the dev split's queries (a fixed draw by query id); "
+                        "when --beir trains on the same split, those queries are left out of training")
     t.add_argument("--eval-every", type=int, default=d["eval_every"], metavar="N", help="dev evaluation every N steps (default %(default)s)")
     add_checkpoint_flags(t, d)
     t.add_argument("--max-minutes", type=float, default=d["max_minutes"], metavar="M",

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from app.cli import main
+from retriever.errors import BadInputError
 from tests.training.conftest import QUERIES, SENTENCES, Stop, stop_at
 from training.contrastive import (
     ContrastiveConfig,
@@ -18,6 +19,7 @@ from training.contrastive import (
     contrastive_train,
     crop_pairs,
     evaluate_dev,
+    is_dev_query,
     load_dev,
     load_mean_pooling_model,
     no_duplicate_batches,
@@ -180,6 +182,34 @@ def test_dev_records_ndcg_and_keeps_the_best(tiny_model_dir, beir_dir, tmp_path)
     assert saved[0] == 2 and saved[-1] == summary["best_step"]
     dev = load_dev(config.dev, config.dev_split)
     assert evaluate_dev(load_mean_pooling_model(out), dev) == pytest.approx(summary["best_dev_ndcg"])
+
+
+def test_dev_draw_is_fixed_by_query_id_and_nested():
+    ids = [f"query-{i}" for i in range(20_000)]
+    quarter = {q for q in ids if is_dev_query(q, 0.25)}
+    assert 0.23 < len(quarter) / len(ids) < 0.27
+    assert quarter < {q for q in ids if is_dev_query(q, 0.5)}  # a larger fraction keeps the smaller draw
+    assert not any(is_dev_query(q, 0.0) for q in ids) and all(is_dev_query(q, 1.0) for q in ids)
+
+
+def test_dev_fraction_holds_its_queries_out_of_training(tiny_model_dir, beir_dir, tmp_path):
+    drawn = {q for q in ("q0", "q1", "q2", "q3", "q4", "q5") if is_dev_query(q, 0.5)}
+    assert drawn and len(drawn) < 6  # both sides of the split hold queries
+    dev = load_dev(beir_dir, "train", 0.5)
+    assert set(dev.dataset.queries) == set(dev.dataset.qrels) == drawn
+    kept = beir_pairs(beir_dir, "train", leave_out=lambda q: is_dev_query(q, 0.5))
+    assert {p.anchor for p in kept} == {QUERIES[q][0] for q in ("q0", "q1", "q2", "q3", "q4", "q5")} - {
+        QUERIES[q][0] for q in drawn}
+
+    out = tmp_path / "held-out"
+    common = dict(from_model=str(tiny_model_dir), output_dir=str(out), beir=str(beir_dir), split="train",
+                  max_steps=2, batch_size=2, lr=1e-3, dev=str(beir_dir), dev_split="train", eval_every=1)
+    with pytest.raises(BadInputError, match="give --dev-fraction"):
+        contrastive_train(ContrastiveConfig(**common), progress=False)
+    summary = contrastive_train(ContrastiveConfig(**common, dev_fraction=0.5), progress=False)
+    assert summary["pairs"] == len(kept) and summary["best_dev_ndcg"] is not None
+    with pytest.raises(BadInputError, match="draws none"):
+        load_dev(beir_dir, "train", 1e-6)
 
 
 # -- CLI ------------------------------------------------------------------------

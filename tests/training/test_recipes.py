@@ -73,6 +73,7 @@ def test_train_small_writes_the_summary_and_resumes_by_stage(datasets, tmp_path)
         sum(v for k, v in summary["wall_seconds"].items() if k != "total"), abs=0.2)
     assert (run_dir / "contrastive" / "modules.json").is_file()  # a sentence-transformers directory
 
+    summary_steps = json.loads((run_dir / "stages" / "contrastive-pairs.json").read_text())["steps"]
     (run_dir / "stages" / "eval-contrastive.json").unlink()  # as if killed during that stage
     lines: list[str] = []
     again = train_small(datasets, run_dir, score, TOY_SMALL, log=lines.append)
@@ -84,8 +85,16 @@ def test_train_small_writes_the_summary_and_resumes_by_stage(datasets, tmp_path)
     assert "held-out masked accuracy" in table and "SciFact nDCG@10, contrastive" in table
     assert ("met" in table or "MISSED" in table) and "total" in table
 
-    with pytest.raises(BadInputError, match=r"other settings \(pairs_epochs\)"):
-        train_small(datasets, run_dir, score, replace(TOY_SMALL, pairs_epochs=2), log=lambda line: None)
+    crop_model = (run_dir / "crop" / "model.safetensors").read_bytes()
+    lines.clear()
+    longer = train_small(datasets, run_dir, score, replace(TOY_SMALL, pairs_epochs=2), log=lines.append)
+    assert "settings changed (pairs_epochs): contrastive-pairs and the stages after it run again" in lines
+    assert [line.split(":")[0] for line in lines if line.endswith("running")] == [
+        "contrastive-pairs", "eval-mlm-only", "eval-contrastive", "eval-bm25"]
+    assert (run_dir / "crop" / "model.safetensors").read_bytes() == crop_model  # earlier stages kept
+    pairs = json.loads((run_dir / "stages" / "contrastive-pairs.json").read_text())
+    assert pairs["steps"] == 2 * summary_steps and longer["settings"]["pairs_epochs"] == 2
+    assert json.loads((run_dir / "settings.json").read_text())["pairs_epochs"] == 2
 
 
 def test_finetune_reports_every_dataset_before_and_after(datasets, tiny_model_dir, tmp_path):
