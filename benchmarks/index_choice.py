@@ -57,7 +57,8 @@ def main(argv=None) -> int:
 
     faiss.omp_set_num_threads(2)
     began = time.perf_counter()
-    ivf, info = vector_index.build(data, vector_index.IndexPolicy(ann_min_rows=1))
+    ivf = vector_index.build(data, vector_index.IndexPolicy(ann_min_rows=1))
+    ivf, info = ivf.index, ivf.info
     built = time.perf_counter() - began
     faiss.omp_set_num_threads(1)
     params = faiss.SearchParametersIVF(sel=bitmap, nprobe=ivf.nprobe)

@@ -155,7 +155,7 @@ def search_figures(path: Path, corpus: Corpus, queries: int) -> dict:
         out["dense"] = dense()
         # how latency would grow on data that needs more probes (real MiniLM
         # embeddings of SciFact needed 16 of 128 lists): the same searches, nprobe forced
-        ivf = [p.segment.index for p in col.reader.current().parts if p.segment.index_type == "ivf"]
+        ivf = [p.segment.index.index for p in col.reader.current().parts if p.segment.index_type == "ivf"]
         tuned = [index.nprobe for index in ivf]
         out["dense_nprobe"] = {}
         for nprobe in (8, 32, 128):

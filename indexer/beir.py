@@ -7,11 +7,14 @@ path. The metrics themselves live in ``retriever.evaluation``.
 
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 from indexer.job import index_paths
 from retriever.collection import DEFAULT_MODE, Collection
@@ -19,6 +22,7 @@ from retriever.encoding.embedder import Embedder, InputTooLongWarning
 from retriever.errors import FormatVersionError
 from retriever.evaluation import DEPTH, METRICS, BeirDataset, Run, evaluate_run, load_beir, run_queries
 from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.storage.atomic import atomic_write_text
 from retriever.storage.manifest import MANIFEST
 from retriever.storage.upgrade import upgrade
 
@@ -41,6 +45,7 @@ def evaluate(
     collection_dir: str | Path | None = None,
     fusion: str = DEFAULT_FUSION,
     alpha: float = DEFAULT_ALPHA,
+    index_codes: str | None = None,
     progress: bool = True,
 ) -> dict:
     """Evaluate one mode on one dataset split.
@@ -56,6 +61,9 @@ def evaluate(
         collection_dir: The collection to build or reuse (default: ``default_collection_dir``).
         fusion: Hybrid fusion, ``"convex"`` or ``"rrf"`` (default ``DEFAULT_FUSION``).
         alpha: Dense weight of the convex fusion (default ``DEFAULT_ALPHA``).
+        index_codes: Search a copy of the collection whose vector indexes hold these codes
+            (``IndexPolicy.codes``; ``"always"`` compresses every segment), kept beside it as
+            ``<collection>-codes-<codes>`` and made from a snapshot of it (no re-embedding).
         progress: Show progress bars.
 
     Returns:
@@ -71,7 +79,8 @@ def evaluate(
     dataset = load_beir(dataset_dir, split)
     with open_collection(dataset, collection_dir, model, progress) as collection:
         index_paths(collection, [dataset.root], prune=True, progress=progress)
-        run = search_queries(collection, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress)
+        with _with_codes(collection, index_codes) as searched:
+            run = search_queries(searched, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress)
         model_name = collection.manifest.model["name"]
         encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
@@ -86,6 +95,27 @@ def evaluate(
         "queries": len(dataset.queries),
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+@contextlib.contextmanager
+def _with_codes(collection: Collection, index_codes: str | None) -> Iterator[Collection]:
+    """``collection`` itself, or its copy ``<root>-codes-<codes>`` whose indexes hold ``index_codes``: a snapshot
+    of its current generation, compacted with those codes (made again once the collection has moved on, as
+    ``<copy>.source`` records)."""
+    if index_codes is None:
+        yield collection
+        return
+    copy = collection.root.with_name(f"{collection.root.name}-codes-{index_codes}")
+    source, marker = f"{collection.manifest.uuid}:{collection.reader.current().generation}", copy.with_suffix(".source")
+    if copy.exists() and not (marker.is_file() and marker.read_text(encoding="utf-8") == source):
+        shutil.rmtree(copy)
+    if not copy.exists():
+        collection.snapshot(copy)
+        with Collection.open(copy, collection.embedder) as fresh:
+            fresh.compact(index_codes=index_codes)
+        atomic_write_text(marker, source)
+    with Collection.open(copy, collection.embedder) as searched:
+        yield searched
 
 
 def open_collection(

@@ -17,6 +17,7 @@ merging under the single-writer lock), encoding to the ``Embedder`` and
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -701,16 +702,26 @@ class Collection:
         """
         return check_collection(self.root, self.catalog, self.writer, repair)
 
-    def compact(self) -> dict[str, Any]:
+    def compact(self, *, index_codes: str | None = None) -> dict[str, Any]:
         """Merge every segment into one without deleted rows, and shrink the catalog.
 
         The merged segment's vector index is chosen by its size (see ``IndexPolicy``).
+
+        Args:
+            index_codes: Change what the collection's IVF indexes hold (``"float32"``,
+                ``"compressed"`` or ``"always"``, see ``IndexPolicy.codes``): the manifest
+                records it, and the merged segment is built with it, vectors kept (no re-embedding).
 
         Returns:
             ``{"segments_before", "segments_after", "bytes_before", "bytes_after"}``.
         """
         before = size_on_disk(self.root)
         with file_system_faults(self.root, "compaction"), self.writer.locked():
+            if index_codes is not None and index_codes != self.index_policy.codes:
+                policy = dataclasses.replace(self.index_policy, codes=index_codes)  # checks the value
+                self.manifest.index["policy"] = policy.to_dict()
+                self.manifest.save(self.root)  # a compaction killed after this is finished by the next one
+                self.index_policy = self.writer.index_policy = self.searcher.index_policy = policy
             n_before, n_after = self.writer.compact()
         return {
             "segments_before": n_before,

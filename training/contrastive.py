@@ -74,6 +74,7 @@ class ContrastiveConfig:
     dev: str | None = None
     dev_split: str | None = None  # default: "dev" when the dataset has it, else "test"
     dev_fraction: float | None = None  # only this share of the dev split's queries; left out of training pairs
+    dev_documents: int | None = None  # cut the dev corpus to this many (every judged one first) for faster scoring
     eval_every: int = 500
     save_every: int = 500
     resume: bool = False
@@ -108,6 +109,8 @@ class ContrastiveConfig:
             raise BadInputError("learning rate and scale must be positive")
         if not 0 <= self.warmup_ratio < 1:
             raise BadInputError("warmup ratio must be in [0, 1)")
+        if self.dev_documents is not None and not (self.dev and self.dev_documents >= 1):
+            raise BadInputError("--dev-documents needs --dev and must be at least 1")
         if self.dev_fraction is not None and not (self.dev and 0 < self.dev_fraction < 1):
             raise BadInputError("--dev-fraction needs --dev and must be between 0 and 1 (exclusive)")
         if self.trains_on_dev_queries() and self.dev_fraction is None:
@@ -199,7 +202,7 @@ def contrastive_train(
     """
     config.validate()
     run = open_run(config.output_dir, resume=config.resume, progress=progress, callback=callback)
-    dev = load_dev(config.dev, config.dev_split, config.dev_fraction) if config.dev else None
+    dev = load_dev(config.dev, config.dev_split, config.dev_fraction, config.dev_documents) if config.dev else None
     batches = _epoch_batches(config)
     first, first_batches = batches(0)
     if not first_batches:

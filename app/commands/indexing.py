@@ -39,6 +39,9 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR), "
                    "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
                    "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
+    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+                   help="for a new collection: what large segments' vector indexes hold: float32 vectors (default), "
+                   "compressed 1-bit codes rescored from float32 rows on disk, or always compressed, small segments too")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="embed in a Ray actor pool: on this machine, or on the running cluster at ADDRESS "
                    "(needs pip install 'semsearch[ray]')")
@@ -97,10 +100,12 @@ def check_index_args(args) -> None:
 def open_or_create(args):
     """The collection at ``args.collection``: opened with ``--model``, or created (``--catalog-url`` only then)."""
     from retriever.collection import Collection
+    from retriever.search.vector_index import IndexPolicy
     from retriever.storage.manifest import MANIFEST
 
     if os.path.exists(os.path.join(args.collection, MANIFEST)):
-        if args.catalog_url:
-            raise UsageError("--catalog-url applies only when a collection is created")
+        if args.catalog_url or args.index_codes:
+            raise UsageError("--catalog-url and --index-codes apply only when a collection is created")
         return Collection.open(args.collection, args.model)
-    return Collection.create(args.collection, args.model, catalog_url=args.catalog_url)
+    policy = IndexPolicy(codes=args.index_codes) if args.index_codes else None
+    return Collection.create(args.collection, args.model, catalog_url=args.catalog_url, index_policy=policy)

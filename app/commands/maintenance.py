@@ -37,8 +37,11 @@ def add_info_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_compact_flags(p: argparse.ArgumentParser) -> None:
-    """Flags of ``semsearch compact``: ``-c``."""
+    """Flags of ``semsearch compact``: ``-c``, ``--index-codes``."""
     add_collection_arg(p)
+    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+                   help="switch what the vector indexes hold: float32 vectors, compressed 1-bit codes rescored "
+                   "from float32 rows on disk (large segments), or always compressed; no re-embedding")
     p.set_defaults(handler=run_compact)
 
 
@@ -132,9 +135,11 @@ def run_compact(args) -> int:
     from retriever.collection import Collection
 
     with Collection.open(args.collection) as collection:
-        result = collection.compact()
+        result = collection.compact(index_codes=args.index_codes)
+        codes = collection.index_policy.codes
     print(
         f"compacted {args.collection}: {result['segments_before']} segment(s) -> {result['segments_after']}, "
+        f"index codes {codes}, "
         f"{result['bytes_before'] / 1e6:.1f} MB -> {result['bytes_after'] / 1e6:.1f} MB",
         file=sys.stderr,
     )

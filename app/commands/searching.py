@@ -63,6 +63,9 @@ def add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model directory or name (default: the packaged all-MiniLM-L6-v2)")
     p.add_argument("-c", "--collection", metavar="DIR", help="collection to build or reuse "
                    "(default: ~/.cache/semsearch/eval/<dataset>-<model hash>)")
+    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+                   help="search a copy of the collection whose vector indexes hold these codes "
+                   "(always: every segment compressed, small ones too); made from a snapshot, no re-embedding")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run_eval)
 
@@ -124,6 +127,7 @@ def run_eval(args) -> int:
         collection_dir=args.collection,
         fusion=args.fusion,
         alpha=args.alpha,
+        index_codes=args.index_codes,
     )
     print(json.dumps(result) if args.json else format_table([result]))
     return EXIT_OK

@@ -133,6 +133,9 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     t.add_argument("--dev-fraction", type=float, default=d["dev_fraction"], metavar="F",
                    help="score only this share of the dev split's queries (a fixed draw by query id); "
                         "when --beir trains on the same split, those queries are left out of training")
+    t.add_argument("--dev-documents", type=int, default=d["dev_documents"], metavar="N",
+                   help="score over at most N documents of the dev corpus: all the dev queries judge, then a "
+                        "fixed draw of the rest (faster evaluations; default: the whole corpus)")
     t.add_argument("--eval-every", type=int, default=d["eval_every"], metavar="N", help="dev evaluation every N steps (default %(default)s)")
     add_checkpoint_flags(t, d)
     t.add_argument("--max-minutes", type=float, default=d["max_minutes"], metavar="M",

@@ -1,12 +1,18 @@
 """The FAISS side of a segment: an index over its chunk rows, chosen by size.
 
 Rows are numbered 0..n-1 in the segment, so no id map is stored. A segment
-below ``IndexPolicy.ann_min_rows`` keeps an exact ``IndexFlatIP``; a larger
-one (made by merging) gets an ``IndexIVFFlat`` trained on its own vectors,
-with ``nprobe`` tuned at build time so that recall@10 against exact search
-is at least ``IndexPolicy.target_recall`` on probe queries drawn from the
-segment. Both are memory-mapped when read, so processes serving one
-collection share pages.
+below ``IndexPolicy.ann_min_rows`` keeps an exact ``IndexFlatIP``. A larger
+one (made by merging) gets an inverted file (IVF) trained on its own
+vectors, holding either the float32 vectors themselves (``ivf``) or, with
+``IndexPolicy.codes`` ``compressed`` (or ``always``, which compresses small
+segments too), 1-bit RaBitQ codes scanned with SIMD (``ivf-rabitq``): the
+candidates the codes rank first are then rescored exactly from the
+segment's float32 rows (``vectors.npy``, memory-mapped, so only the rows a
+query rescores are read), and only the codes need stay resident.
+``nprobe`` is tuned at build time so that recall@10 of the whole search
+against exact search is at least ``IndexPolicy.target_recall`` on probe
+queries drawn from the segment. Indexes are memory-mapped when read, so
+processes serving one collection share pages.
 
 Filtering and deletions use a bitmap over rows (``faiss.IDSelectorBitmap``).
 An IVF search whose bitmap lets few rows through is answered exactly
@@ -23,10 +29,14 @@ from typing import Iterator
 import faiss
 import numpy as np
 
-from retriever.errors import CorruptCollectionError
+from retriever.errors import BadInputError, CorruptCollectionError
 
 FLAT = "flat"
 IVF = "ivf"
+IVF_RABITQ = "ivf-rabitq"
+CODES = ("float32", "compressed", "always")
+INDEX_FILE = "vectors.faiss"
+ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes
 
 
 @dataclass(frozen=True)
@@ -40,11 +50,24 @@ class IndexPolicy:
             to reach (default 0.95; tuned with a margin to 0.97).
         exact_max_rows: A filtered search over an IVF segment that leaves at
             most this many rows is answered exactly (default 20,000).
+        codes: What an IVF index holds: ``float32`` vectors, ``compressed``
+            RaBitQ codes rescored from float32 rows, or ``always`` (compressed,
+            and small segments too, in an IVF of few lists).
+        rescore: Candidates the codes pass to exact rescoring, per hit asked
+            for (default 10; at least 100 in all).
     """
 
     ann_min_rows: int = 32_768
     target_recall: float = 0.95
     exact_max_rows: int = 20_000
+    codes: str = "float32"
+    rescore: int = 10
+
+    def __post_init__(self) -> None:
+        if self.codes not in CODES:
+            raise BadInputError(f"index codes must be one of {', '.join(CODES)}, got {self.codes!r}")
+        if self.rescore < 1:
+            raise BadInputError(f"rescore must be at least 1, got {self.rescore}")
 
     def to_dict(self) -> dict:
         return {"kind": "size-tiered", **asdict(self)}
@@ -56,95 +79,174 @@ class IndexPolicy:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
+    def candidates(self, k: int) -> int:
+        """How many candidates compressed codes pass to rescoring for ``k`` hits."""
+        return max(100, self.rescore * k)
 
-def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> tuple[faiss.Index, dict]:
-    """An index over ``vectors`` (``(n, dim)`` float32, unit norm) chosen by ``n``.
 
-    Returns:
-        ``(index, info)`` where ``info`` records the type and its parameters
-        (``{"type": "flat"}`` or ``{"type": "ivf", "nlist", "nprobe", "recall"}``).
+@dataclass
+class VectorIndex:
+    """A segment's vectors as searched: the FAISS index, what ``build`` recorded of it, and, beside
+    compressed codes, the ``(n, dim)`` float32 rows that rescore candidates (``None`` when the index
+    holds float32 vectors itself)."""
+
+    index: faiss.Index
+    info: dict
+    rows: np.ndarray | None = None
+
+    @property
+    def d(self) -> int:
+        return int(self.index.d)
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files the index is written to."""
+        return (INDEX_FILE,) if self.rows is None else (INDEX_FILE, ROWS_FILE)
+
+
+def index_type_for(n: int, policy: IndexPolicy) -> str:
+    """The index type ``build`` gives ``n`` vectors under ``policy``."""
+    if policy.codes == "always" or (policy.codes == "compressed" and n >= policy.ann_min_rows):
+        return IVF_RABITQ
+    return FLAT if n < policy.ann_min_rows else IVF
+
+
+def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorIndex:
+    """An index over ``vectors`` (``(n, dim)`` float32, unit norm) chosen by ``n`` and ``policy.codes``.
+
+    ``info`` records the type and its parameters: ``{"type": "flat"}``, or
+    ``{"type": "ivf" | "ivf-rabitq", "nlist", "nprobe", "recall"}``.
     """
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     n, dim = vectors.shape
-    if n < policy.ann_min_rows:
+    kind = index_type_for(n, policy)
+    compressed = kind == IVF_RABITQ
+    if kind == FLAT:
         index = faiss.IndexFlatIP(dim)
         index.add(vectors)
-        return index, {"type": FLAT}
-    nlist = _nlist_for(n)
+        return VectorIndex(index, {"type": FLAT})
+    nlist = _nlist_for(n, small=n < policy.ann_min_rows)
     quantizer = faiss.IndexFlatIP(dim)
-    index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    if compressed:
+        index = faiss.IndexIVFRaBitQFastScan(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
+    else:
+        index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
     rng = np.random.default_rng(seed)
     sample = vectors[np.sort(rng.choice(n, size=min(n, 64 * nlist), replace=False))]
     index.cp.seed = seed
     index.train(sample)
     index.add(vectors)
-    index.make_direct_map()  # row -> vector, for exact filtered search and merging
-    nprobe, recall = _tune_nprobe(index, vectors, policy.target_recall, rng)
+    if compressed:
+        built = VectorIndex(index, {"type": IVF_RABITQ, "nlist": nlist}, vectors)
+    else:
+        index.make_direct_map()  # row -> vector, for exact filtered search and merging
+        built = VectorIndex(index, {"type": IVF, "nlist": nlist})
+    nprobe, recall = _tune_nprobe(built, vectors, policy, rng)
     index.nprobe = nprobe
-    return index, {"type": IVF, "nlist": nlist, "nprobe": nprobe, "recall": round(recall, 4)}
+    built.info.update(nprobe=nprobe, recall=round(recall, 4))
+    return built
 
 
-def _nlist_for(n: int) -> int:
-    """About ``sqrt(n)`` lists, a power of two between 64 and 4,096."""
-    return int(min(4096, max(64, 2 ** round(np.log2(np.sqrt(n))))))
+def _nlist_for(n: int, small: bool = False) -> int:
+    """About ``sqrt(n)`` lists, a power of two between 64 and 4,096; a ``small`` segment (compressed
+    below ``ann_min_rows``) gets fewer, one per 256 rows and at least one, as each list needs rows to train."""
+    lists = int(min(4096, max(64, 2 ** round(np.log2(np.sqrt(max(n, 1)))))))
+    return max(1, min(lists, n // 256)) if small else lists
 
 
-def _tune_nprobe(index: faiss.IndexIVF, vectors: np.ndarray, target: float, rng) -> tuple[int, float]:
-    """The smallest power-of-two ``nprobe`` whose recall@10 on probe queries beats ``target`` + 0.02.
+def _tune_nprobe(built: VectorIndex, vectors: np.ndarray, policy: IndexPolicy, rng) -> tuple[int, float]:
+    """The smallest power-of-two ``nprobe`` whose recall@10 on probe queries beats the target + 0.02.
 
     Probe queries are normalised midpoints of a random row and one of its 20
     nearest rows: in populated regions, as real queries are, but never a
-    stored row itself.
+    stored row itself. Recall is that of the whole search (codes, then rescoring).
     """
     n = len(vectors)
     anchors = rng.choice(n, size=min(n, 200), replace=False)
-    _, near = faiss.knn(vectors[anchors], vectors, 21, metric=faiss.METRIC_INNER_PRODUCT)
-    partners = near[np.arange(len(anchors)), rng.integers(1, 21, size=len(anchors))]
+    near_k = min(n, 21)
+    _, near = faiss.knn(vectors[anchors], vectors, near_k, metric=faiss.METRIC_INNER_PRODUCT)
+    partners = near[np.arange(len(anchors)), rng.integers(min(1, near_k - 1), near_k, size=len(anchors))]
     queries = vectors[anchors] + vectors[partners]
     queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    _, exact = faiss.knn(queries, vectors, 10, metric=faiss.METRIC_INNER_PRODUCT)
-    goal = min(1.0, target + 0.02)
+    k = min(10, n)
+    _, exact = faiss.knn(queries, vectors, k, metric=faiss.METRIC_INNER_PRODUCT)
+    goal = min(1.0, policy.target_recall + 0.02)
+    nlist = built.index.nlist
     nprobe, recall = 1, 0.0
     while True:
-        _, found = index.search(queries, 10, params=faiss.SearchParametersIVF(nprobe=nprobe))
-        recall = np.mean([len(set(a) & set(b)) / 10 for a, b in zip(exact, found)])
-        if recall >= goal or nprobe >= index.nlist:
-            return nprobe, float(recall)
-        nprobe = min(index.nlist, nprobe * 2)
+        _, found = _ivf_search(built, queries, k, nprobe, None, policy)
+        recall = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(exact, found)]))
+        if recall >= goal or nprobe >= nlist:
+            return nprobe, recall
+        nprobe = min(nlist, nprobe * 2)
 
 
-def write(index: faiss.Index, path: Path) -> None:
-    faiss.write_index(index, str(path))
+def write(built: VectorIndex, path: Path) -> None:
+    """Write the FAISS index to ``path`` (``vectors.faiss``); compressed codes' rows go to ``ROWS_FILE``
+    beside it by ``write_rows``."""
+    faiss.write_index(built.index, str(path))
 
 
-def read(path: Path, info: dict) -> faiss.Index:
-    """Memory-map a segment's index; IVF gets its tuned ``nprobe`` and a direct map.
+def write_rows(built: VectorIndex, path: Path) -> None:
+    """Write the float32 rescoring rows of compressed codes to ``path`` (``vectors.npy``)."""
+    np.save(path, np.ascontiguousarray(built.rows, dtype=np.float32), allow_pickle=False)
+
+
+def read(folder: Path, info: dict) -> VectorIndex:
+    """Memory-map a segment's index (and, beside compressed codes, its float32 rows); IVF gets its tuned
+    ``nprobe``, float32 IVF a direct map.
 
     Raises:
-        FileNotFoundError: The file is gone (a merge removed the segment).
-        CorruptCollectionError: The file exists but is not a readable index.
+        FileNotFoundError: The folder is gone (a merge removed the segment).
+        CorruptCollectionError: A file exists but is not a readable index or rows of its shape.
     """
-    path = Path(path)
+    folder = Path(folder)
+    path = folder / INDEX_FILE
     if not path.exists():
         raise FileNotFoundError(path)
-    flags = faiss.IO_FLAG_MMAP_IFC if info.get("type", FLAT) == FLAT else faiss.IO_FLAG_MMAP
+    kind = info.get("type", FLAT)
+    flags = faiss.IO_FLAG_MMAP_IFC if kind == FLAT else faiss.IO_FLAG_MMAP
     try:
         index = faiss.read_index(str(path), flags | faiss.IO_FLAG_READ_ONLY)
     except RuntimeError as exc:
         if not path.exists():
             raise FileNotFoundError(path) from None
         raise CorruptCollectionError(f"cannot read vector index {path}: {exc}") from None
-    if info.get("type") == IVF:
+    rows = None
+    if kind in (IVF, IVF_RABITQ):
         index.nprobe = int(info["nprobe"])
-        if index.direct_map.type == faiss.DirectMap.NoMap:
-            index.make_direct_map()
-    return index
+    if kind == IVF and index.direct_map.type == faiss.DirectMap.NoMap:
+        index.make_direct_map()
+    if kind == IVF_RABITQ:
+        rows = _read_rows(folder / ROWS_FILE, index)
+    return VectorIndex(index, dict(info), rows)
 
 
-def reconstruct(index: faiss.Index, rows: np.ndarray) -> np.ndarray:
+def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
+    """The ``(ntotal, d)`` float32 rescoring rows at ``path``, memory-mapped."""
+    if not path.exists():
+        raise FileNotFoundError(path)
+    try:
+        rows = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError) as exc:
+        raise CorruptCollectionError(f"cannot read rescoring vectors {path}: {exc}") from None
+    if rows.dtype != np.float32 or rows.shape != (index.ntotal, index.d):
+        raise CorruptCollectionError(f"{path} holds {rows.dtype} {rows.shape}, "
+                                     f"not float32 ({index.ntotal}, {index.d}) as its index")
+    return np.asarray(rows)  # a plain ndarray over the mapping: pages shared, gathers without memmap's overhead
+
+
+def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
     """Vectors of ``rows``, ``(len(rows), dim)`` float32."""
+    index = built.index
     if len(rows) == 0:
         return np.zeros((0, index.d), dtype=np.float32)
+    if built.rows is not None:
+        return np.asarray(built.rows[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
     if isinstance(index, faiss.IndexFlat):
         return faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)[rows]
     return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))
@@ -171,7 +273,7 @@ def _one_thread() -> Iterator[None]:
 
 
 def search(
-    index: faiss.Index,
+    built: VectorIndex,
     queries: np.ndarray,
     k: int,
     allowed: np.ndarray | None,
@@ -187,33 +289,56 @@ def search(
 
     Returns:
         ``(scores, rows)`` of shape ``(q, k)``; empty slots have row -1.
+        Compressed codes' scores are the exact inner products of the rescored rows.
     """
     with _one_thread():
-        return _search(index, queries, k, allowed, n_allowed, policy)
+        return _search(built, queries, k, allowed, n_allowed, policy)
 
 
-def _search(index, queries, k, allowed, n_allowed, policy):
+def _search(built, queries, k, allowed, n_allowed, policy):
+    index = built.index
     k = max(1, min(k, n_allowed))
-    if allowed is None:
-        scores, rows = index.search(queries, k)
-        if isinstance(index, faiss.IndexIVF) and _short(rows, k):  # probed lists ran dry
-            scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(nprobe=index.nlist))
-        return scores, rows
-    if not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
+    if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
         rows = np.flatnonzero(allowed)
-        scores, positions = faiss.knn(queries, reconstruct(index, rows), k, metric=faiss.METRIC_INNER_PRODUCT)
+        scores, positions = faiss.knn(queries, reconstruct(built, rows), k, metric=faiss.METRIC_INNER_PRODUCT)
         return scores, np.where(positions >= 0, rows[np.maximum(positions, 0)], -1)
-    bitmap = np.packbits(allowed, bitorder="little")
-    selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
+    bitmap = None if allowed is None else np.packbits(allowed, bitorder="little")
+    selector = None if bitmap is None else faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
     if not isinstance(index, faiss.IndexIVF):
+        if selector is None:
+            return index.search(queries, k)
         return index.search(queries, k, params=faiss.SearchParameters(sel=selector))
-    # a sparse filter empties most probed lists: probe more, in proportion
-    share = n_allowed / max(index.ntotal, 1)
-    nprobe = int(min(index.nlist, np.ceil(index.nprobe / max(share, 1e-9))))
-    scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(sel=selector, nprobe=nprobe))
-    if _short(rows, k) and nprobe < index.nlist:
-        scores, rows = index.search(queries, k, params=faiss.SearchParametersIVF(sel=selector, nprobe=index.nlist))
+    nprobe = index.nprobe
+    if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
+        nprobe = int(min(index.nlist, np.ceil(index.nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
+    scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy)
+    if _short(rows, k) and nprobe < index.nlist:  # probed lists ran dry
+        scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy)
     return scores, rows  # ``bitmap`` stays alive until here
+
+
+def _ivf_search(built: VectorIndex, queries: np.ndarray, k: int, nprobe: int, selector, policy: IndexPolicy):
+    """Top ``k`` of an IVF over ``nprobe`` lists; compressed codes pass their best candidates to rescoring."""
+    params = faiss.SearchParametersIVF(nprobe=nprobe)
+    if selector is not None:
+        params.sel = selector
+    if built.rows is None:
+        return built.index.search(queries, k, params=params)
+    _, candidates = built.index.search(queries, min(policy.candidates(k), built.ntotal), params=params)
+    return rescore(built.rows, queries, candidates, k)
+
+
+def rescore(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of each query's ``candidates`` (``(q, c)`` rows, -1 for none) by exact inner product
+    with ``rows`` (``(n, dim)`` float32): ``(scores, rows)`` of shape ``(q, k)``, -1 where fewer."""
+    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    found = np.full((len(queries), k), -1, dtype=np.int64)
+    for i, query in enumerate(queries):
+        ids = np.unique(candidates[i][candidates[i] >= 0])  # ascending rows: the gather reads pages in order
+        exact = rows[ids] @ query
+        best = np.argsort(-exact, kind="stable")[:k]
+        scores[i, : len(best)], found[i, : len(best)] = exact[best], ids[best]
+    return scores, found
 
 
 def _short(rows: np.ndarray, k: int) -> bool:

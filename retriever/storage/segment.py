@@ -12,6 +12,7 @@ their chunks, written once and never changed::
         text.bin            every document's text, UTF-8, one after another
         text_offsets.npy    (docs + 1,) int64 byte offsets into text.bin
         vectors.faiss       the chunk vectors (see ``retriever.search.vector_index``)
+        vectors.npy         (chunks, dim) float32 rows that rescore compressed codes (``ivf-rabitq`` only)
         terms.txt           BM25 vocabulary, one term a line
         postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
         doc_lengths.npy     (docs,) float32 analysed length of title + text
@@ -128,8 +129,10 @@ class SegmentData:
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        index, index_info = vector_index.build(self.vectors, policy)
-        write_durably(folder / "vectors.faiss", lambda path: vector_index.write(index, path))
+        built = vector_index.build(self.vectors, policy)
+        write_durably(folder / vector_index.INDEX_FILE, lambda path: vector_index.write(built, path))
+        if built.rows is not None:
+            write_durably(folder / vector_index.ROWS_FILE, lambda path: vector_index.write_rows(built, path))
         arrays = {
             "keys": self.keys,
             "doc_chunks": self.doc_chunks,
@@ -149,7 +152,7 @@ class SegmentData:
         terms = "\n".join(self.postings.terms)
         write_durably(folder / "terms.txt", lambda path: path.write_text(terms, encoding="utf-8"))
         meta = {"docs": int(len(self.keys)), "chunks": int(len(self.spans)), "dim": int(self.vectors.shape[1]),
-                "index": index_info, "checksums": record_checksums(folder)}
+                "index": built.info, "checksums": record_checksums(folder)}
         write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
         fsync_dir(folder)
         fsync_dir(folder.parent)
@@ -181,8 +184,10 @@ class Segment:
             raise CorruptCollectionError(f"segment {self.folder} is incomplete") from None
         except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty .npy file
             raise CorruptCollectionError(f"cannot read segment {self.folder}: {exc}") from None
-        index_path = regular_file(self.folder / "vectors.faiss")
-        self.index = vector_index.read(index_path, self.meta["index"])
+        index_path = regular_file(self.folder / vector_index.INDEX_FILE)
+        if self.meta["index"].get("type") == vector_index.IVF_RABITQ:
+            regular_file(self.folder / vector_index.ROWS_FILE)
+        self.index = vector_index.read(self.folder, self.meta["index"])
         check_index(self.index, self.n_chunks, int(self.meta["dim"]), index_path)
 
     def _open_arrays(self) -> None:

@@ -25,6 +25,7 @@ from retriever.deadline import active as under_deadline
 from retriever.documents import Document
 from retriever.errors import CollectionLockedError, DeadlineExceededError, SemsearchError
 from retriever.search.bm25 import Analyzer
+from retriever.search import vector_index
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.storage.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
@@ -356,11 +357,16 @@ class Writer:
     def compact(self) -> tuple[int, int]:
         """Merge every segment into one without deleted rows and shrink the catalog.
 
+        A single segment whose vector index another policy built is rewritten too.
+
         Returns:
             ``(segments before, segments after)``.
         """
         state, view = self.state()
-        if len(view.parts) > 1 or any(p.n_live_docs < p.segment.n_docs for p in view.parts):
+        stale_index = any(  # built under another policy (the collection's index codes changed)
+            p.segment.index_type != vector_index.index_type_for(p.segment.n_chunks, self.index_policy)
+            for p in view.parts)
+        if len(view.parts) > 1 or stale_index or any(p.n_live_docs < p.segment.n_docs for p in view.parts):
             self.merge(state, view, [p.ref.name for p in view.parts])
         self.catalog.vacuum()
         return len(view.parts), len(self.reader.current().parts)

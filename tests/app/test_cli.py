@@ -256,6 +256,23 @@ def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys,
     assert code == 2 and "--api-key-file" in err
 
 
+def test_index_codes_at_creation_and_by_compact(capsys, docs, tmp_path, tiny_model_dir):
+    from retriever import Collection
+
+    index(capsys, docs, tmp_path / "col", tiny_model_dir, "--index-codes", "always")
+    with Collection.open(tmp_path / "col") as col:
+        assert col.index_policy.codes == "always"
+        assert {p.segment.index_type for p in col.reader.current().parts} == {"ivf-rabitq"}
+    code, _, err = index(capsys, docs, tmp_path / "col", tiny_model_dir, "--index-codes", "float32")
+    assert code == 2 and "apply only when a collection is created" in err
+    code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--index-codes", "float32")
+    assert code == 0 and "index codes float32" in err
+    with Collection.open(tmp_path / "col") as col:
+        assert [p.segment.index_type for p in col.reader.current().parts] == ["flat"]
+    code, out, _ = run(capsys, "search", "roasted coffee", "-c", tmp_path / "col", "--json")
+    assert code == 0 and json.loads(out)[0]["id"] == "n1"
+
+
 def test_snapshot_and_restore_commands(capsys, docs, tmp_path, tiny_model_dir):
     index(capsys, docs, tmp_path / "col", tiny_model_dir)
     code, out, err = run(capsys, "snapshot", "-c", tmp_path / "col", tmp_path / "snap", "--json")

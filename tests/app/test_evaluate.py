@@ -57,6 +57,37 @@ def test_eval_json_on_a_toy_dataset(capsys, tiny_beir, tiny_model_dir, tmp_path)
     assert json.loads(capsys.readouterr().out)["ndcg@10"] == 1.0
 
 
+def test_eval_with_index_codes_searches_a_compressed_copy(capsys, tiny_beir, tiny_model_dir, tmp_path):
+    from retriever import Collection
+
+    argv = ["eval", "-d", str(tiny_beir), "--mode", "dense", "--model", str(tiny_model_dir), "-c", str(tmp_path / "col"),
+            "--json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--index-codes", "always"]) == 0
+    compressed = json.loads(capsys.readouterr().out)
+    assert compressed["ndcg@10"] == plain["ndcg@10"]  # four documents: every row is rescored exactly
+    with Collection.open(tmp_path / "col-codes-always") as copy, Collection.open(tmp_path / "col") as original:
+        assert [p.segment.index_type for p in copy.reader.current().parts] == ["ivf-rabitq"]
+        assert original.index_policy.codes == "float32" and len(copy) == len(original)
+    marker = (tmp_path / "col-codes-always.source").read_text()
+    assert main([*argv, "--index-codes", "always"]) == 0  # reused while the collection stands still
+    capsys.readouterr()
+    assert (tmp_path / "col-codes-always.source").read_text() == marker
+
+
+@pytest.mark.parametrize("row", [r for r in regression_rows("scifact-slice50") if r["mode"] != "bm25"],
+                         ids=lambda row: row["mode"])
+def test_scifact_slice_with_every_segment_compressed_reproduces_the_regression_file(
+        scifact_slice, scifact_slice_collection, tmp_path, row):
+    import shutil
+
+    own = tmp_path / "collection"  # the shared collection stays as it is
+    shutil.copytree(scifact_slice_collection, own)
+    result = evaluate(scifact_slice, mode=row["mode"], collection_dir=own, index_codes="always", progress=False)
+    assert_reproduces(result, row)
+
+
 def test_eval_bad_dataset_is_one_line_exit_2(capsys, tmp_path):
     assert main(["eval", "-d", str(tmp_path), "--json"]) == 2
     err = capsys.readouterr().err

@@ -212,6 +212,17 @@ def test_dev_fraction_holds_its_queries_out_of_training(tiny_model_dir, beir_dir
         load_dev(beir_dir, "train", 1e-6)
 
 
+def test_a_capped_dev_corpus_keeps_every_judged_document_then_a_fixed_draw(beir_dir):
+    whole = load_dev(beir_dir, "train", 0.5)
+    judged = {doc for judgments in whole.dataset.qrels.values() for doc in judgments}
+    tight = load_dev(beir_dir, "train", 0.5, max_documents=1)
+    assert {d["id"] for d in tight.documents} == judged  # never fewer than the judged ones
+    capped = load_dev(beir_dir, "train", 0.5, max_documents=len(judged) + 2)
+    ids = [d["id"] for d in capped.documents]
+    assert len(ids) == len(judged) + 2 and judged < set(ids) <= {d["id"] for d in whole.documents}
+    assert ids == [d["id"] for d in load_dev(beir_dir, "train", 0.5, max_documents=len(judged) + 2).documents]
+
+
 # -- CLI ------------------------------------------------------------------------
 def test_cli_trains_and_rejects_bad_combinations(tiny_model_dir, corpus_dir, tmp_path, capsys):
     out = tmp_path / "cli"

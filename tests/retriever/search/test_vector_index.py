@@ -1,4 +1,5 @@
-"""A segment's vector index: exact when small, IVF tuned to a recall target when large."""
+"""A segment's vector index: exact when small, IVF tuned to a recall target when large, compressed codes
+rescored exactly from float32 rows."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from retriever.search import vector_index
-from retriever.errors import CorruptCollectionError
+from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search.vector_index import IndexPolicy
 
 
@@ -31,21 +32,21 @@ def exact_top(vectors, queries, k, rows=None):
 
 
 def test_small_segments_stay_exact_and_large_ones_get_ivf():
-    small, info = vector_index.build(clustered(200), IndexPolicy(ann_min_rows=1000))
-    assert info == {"type": "flat"} and isinstance(small, faiss.IndexFlatIP)
-    large, info = vector_index.build(clustered(4000), IndexPolicy(ann_min_rows=1000))
-    assert info["type"] == "ivf" and isinstance(large, faiss.IndexIVFFlat)
-    assert info["nlist"] == large.nlist and 1 <= info["nprobe"] <= large.nlist
+    small = vector_index.build(clustered(200), IndexPolicy(ann_min_rows=1000))
+    assert small.info == {"type": "flat"} and isinstance(small.index, faiss.IndexFlatIP) and small.rows is None
+    large = vector_index.build(clustered(4000), IndexPolicy(ann_min_rows=1000))
+    info = large.info
+    assert info["type"] == "ivf" and isinstance(large.index, faiss.IndexIVFFlat) and large.rows is None
+    assert info["nlist"] == large.index.nlist and 1 <= info["nprobe"] <= large.index.nlist
     assert info["recall"] >= 0.97  # tuned with a margin over the 0.95 target
 
 
 def test_ivf_meets_its_recall_target_on_queries_it_was_not_tuned_on(tmp_path):
     vectors = clustered(6000, seed=1)
-    index, info = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
-    path = tmp_path / "vectors.faiss"
-    vector_index.write(index, path)
-    loaded = vector_index.read(path, info)  # memory-mapped, nprobe restored
-    assert loaded.nprobe == info["nprobe"]
+    built = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
+    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
+    loaded = vector_index.read(tmp_path, built.info)  # memory-mapped, nprobe restored
+    assert loaded.index.nprobe == built.info["nprobe"]
     queries = clustered(100, seed=2)
     _, found = vector_index.search(loaded, queries, 10, None, len(vectors), IndexPolicy())
     truth = exact_top(vectors, queries, 10)
@@ -56,7 +57,7 @@ def test_ivf_meets_its_recall_target_on_queries_it_was_not_tuned_on(tmp_path):
 @pytest.mark.parametrize("share", [0.001, 0.01, 0.3])
 def test_filtered_ivf_search_returns_k_rows_that_pass_the_filter(share):
     vectors = clustered(5000, seed=3)
-    index, _ = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
+    index = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
     rng = np.random.default_rng(4)
     allowed = rng.random(len(vectors)) < share
     allowed[:12] = True
@@ -73,7 +74,7 @@ def test_filtered_ivf_search_returns_k_rows_that_pass_the_filter(share):
 
 def test_flat_search_with_a_mask_is_exact():
     vectors = clustered(300)
-    index, _ = vector_index.build(vectors, IndexPolicy())
+    index = vector_index.build(vectors, IndexPolicy())
     allowed = np.zeros(300, dtype=bool)
     allowed[::7] = True
     query = clustered(1, seed=9)
@@ -83,21 +84,21 @@ def test_flat_search_with_a_mask_is_exact():
 
 
 def test_missing_and_damaged_files(tmp_path):
-    index, info = vector_index.build(clustered(10), IndexPolicy())
+    built = vector_index.build(clustered(10), IndexPolicy())
     path = tmp_path / "vectors.faiss"
     with pytest.raises(FileNotFoundError):
-        vector_index.read(path, info)
-    vector_index.write(index, path)
+        vector_index.read(tmp_path, built.info)
+    vector_index.write(built, path)
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(CorruptCollectionError, match="cannot read vector index"):
-        vector_index.read(path, info)
+        vector_index.read(tmp_path, built.info)
 
 
 def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(tmp_path, monkeypatch):
     """A merge can remove a segment just after a reader saw it exist."""
-    index, info = vector_index.build(clustered(10), IndexPolicy())
+    built = vector_index.build(clustered(10), IndexPolicy())
     path = tmp_path / "vectors.faiss"
-    vector_index.write(index, path)
+    vector_index.write(built, path)
     read_index = vector_index.faiss.read_index
 
     def read_after_cleanup(name, *args):
@@ -106,4 +107,76 @@ def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(t
 
     monkeypatch.setattr(vector_index.faiss, "read_index", read_after_cleanup)
     with pytest.raises(FileNotFoundError):
-        vector_index.read(path, info)
+        vector_index.read(tmp_path, built.info)
+
+
+# -- compressed codes, rescored -------------------------------------------------
+COMPRESSED = IndexPolicy(ann_min_rows=1000, codes="compressed")
+
+
+def _written(built, folder):
+    vector_index.write(built, folder / vector_index.INDEX_FILE)
+    if built.rows is not None:
+        vector_index.write_rows(built, folder / vector_index.ROWS_FILE)
+    return vector_index.read(folder, built.info)
+
+
+def test_compressed_codes_are_chosen_by_size_or_always():
+    assert vector_index.build(clustered(500), COMPRESSED).info == {"type": "flat"}
+    large = vector_index.build(clustered(4000), COMPRESSED)
+    assert large.info["type"] == "ivf-rabitq" and isinstance(large.index, faiss.IndexIVFRaBitQFastScan)
+    assert large.rows is not None and large.files == ("vectors.faiss", "vectors.npy")
+    small = vector_index.build(clustered(500), IndexPolicy(codes="always"))
+    assert small.info["type"] == "ivf-rabitq" and small.index.nlist == 1
+    with pytest.raises(BadInputError, match="index codes"):
+        IndexPolicy(codes="int3")
+
+
+@pytest.mark.parametrize("n", [300, 2000])
+def test_compressed_then_rescored_equals_exact_when_every_row_is_a_candidate(n, tmp_path):
+    """With candidates to spare (every row of a small segment), rescoring gives exact search, scores included."""
+    vectors = clustered(n, seed=6)
+    built = _written(vector_index.build(vectors, IndexPolicy(codes="always", rescore=n)), tmp_path)
+    built.index.nprobe = built.index.nlist
+    queries = clustered(20, seed=7)
+    scores, rows = vector_index.search(built, queries, 10, None, n, IndexPolicy(codes="always", rescore=n))
+    truth = exact_top(vectors, queries, 10)
+    assert np.array_equal(rows, truth)
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, truth, axis=1), atol=1e-5)
+
+
+def test_compressed_codes_meet_the_recall_target_with_a_fraction_of_the_bytes(tmp_path):
+    vectors = clustered(8000, dim=64, seed=1)
+    built = _written(vector_index.build(vectors, COMPRESSED), tmp_path)
+    assert built.info["recall"] >= 0.97
+    queries = clustered(100, dim=64, seed=2)
+    scores, found = vector_index.search(built, queries, 10, None, len(vectors), COMPRESSED)
+    truth = exact_top(vectors, queries, 10)
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]) >= 0.95
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)  # exact scores
+    codes, rows = (tmp_path / "vectors.faiss").stat().st_size, (tmp_path / "vectors.npy").stat().st_size
+    assert codes < rows / 4  # 1 bit a dimension plus list overhead, against 32 bits
+
+
+@pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
+def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, tmp_path):
+    vectors = clustered(5000, seed=3)
+    built = _written(vector_index.build(vectors, COMPRESSED), tmp_path)
+    allowed = np.random.default_rng(4).random(len(vectors)) < share
+    allowed[:12] = True
+    query = clustered(1, seed=5)
+    for policy in (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED):  # selector, then gathering
+        scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), policy)
+        assert (rows[0] >= 0).sum() == 10 and allowed[rows[0]].all()
+        assert np.all(np.diff(scores[0]) <= 1e-6)
+    assert np.allclose(vector_index.reconstruct(built, np.array([3, 7])), vectors[[3, 7]])
+
+
+def test_damaged_rescoring_rows_are_reported(tmp_path):
+    built = vector_index.build(clustered(3000), COMPRESSED)
+    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
+    with pytest.raises(FileNotFoundError):
+        vector_index.read(tmp_path, built.info)
+    np.save(tmp_path / vector_index.ROWS_FILE, built.rows[:-1])
+    with pytest.raises(CorruptCollectionError, match="not float32"):
+        vector_index.read(tmp_path, built.info)

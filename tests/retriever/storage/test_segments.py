@@ -130,6 +130,33 @@ def test_compact_merges_into_one_segment_and_drops_deleted_rows(tmp_path, tiny_e
     assert col.info()["size_bytes"] <= 1.1 * fresh.info()["size_bytes"]
 
 
+def test_compact_switches_index_codes_without_reembedding(tmp_path, tiny_embedder):
+    """``compact(index_codes=)`` records the codes in the manifest and rebuilds the one segment with them;
+    on data this small every row is a rescoring candidate, so rankings stay exact."""
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    col.add(docs(0, 90))
+    before = {m: ranking(col, "tea snow item7", m) for m in ("dense", "hybrid")}
+    flat = col.reader.current().parts[0].segment
+    vectors = flat.index.index.reconstruct_n(0, flat.n_chunks)
+    assert col.compact(index_codes="always")["segments_after"] == 1
+    segment = col.reader.current().parts[0].segment
+    assert segment.index_type == "ivf-rabitq" and (segment.folder / "vectors.npy").is_file()
+    assert np.array_equal(segment.index.rows, vectors)  # the same vectors, now beside codes
+    assert {m: ranking(col, "tea snow item7", m) for m in before} == before
+    assert col.check().ok
+    col.add(docs(90, 10))  # a new commit's segment is compressed too
+    assert {p.segment.index_type for p in col.reader.current().parts} == {"ivf-rabitq"}
+    compressed = ranking(col, "tea snow item7", "dense")
+    col.close()
+    with Collection.open(tmp_path / "col") as again:
+        assert again.index_policy.codes == "always"
+        again.compact(index_codes="float32")
+        assert [p.segment.index_type for p in again.reader.current().parts] == ["flat"]
+        assert ranking(again, "tea snow item7", "dense") == compressed
+        with pytest.raises(BadInputError, match="index codes"):
+            again.compact(index_codes="bits")
+
+
 def test_tiered_merge_after_commits(tmp_path, tiny_embedder):
     col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=3, floor_chunks=4))
     for start in range(0, 60, 6):

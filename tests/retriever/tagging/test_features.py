@@ -24,7 +24,7 @@ def test_segment_vectors_pool_each_documents_chunks(tmp_path, tiny_embedder):
         assert len(rows) == 1  # the deleted document is not live
         lo, hi = segment.doc_chunks[rows[0]], segment.doc_chunks[rows[0] + 1]
         assert hi - lo > 3
-        chunks = np.asarray([segment.index.reconstruct(int(c)) for c in range(lo, hi)])
+        chunks = np.asarray([segment.index.index.reconstruct(int(c)) for c in range(lo, hi)])
         expected = chunks.mean(axis=0) / np.linalg.norm(chunks.mean(axis=0))
         np.testing.assert_allclose(segment_vectors(segment, rows)[0], expected, atol=1e-5)
         free = text_vectors([("", long_text)], col.chunker, col.embedder)
