@@ -235,15 +235,24 @@ def _best_of_parts(
             continue
         if allowed[i] is not None:
             part_scores = np.where(allowed[i], part_scores, 0.0)
-        rows = np.flatnonzero(part_scores > 0)
-        if len(rows) > k:
-            rows = np.sort(rows[np.argpartition(-part_scores[rows], k - 1)[:k]])
+        rows = top_rows(part_scores, np.flatnonzero(part_scores > 0), k)
         found.append((part_scores[rows], np.full(len(rows), i), rows))
     if not found:
         return []
     all_scores, part_of, rows = (np.concatenate(column) for column in zip(*found))
     best = np.argsort(-all_scores, kind="stable")[:k]  # ties keep segment order, then row order
     return list(zip(part_of[best].tolist(), rows[best].tolist(), all_scores[best].tolist()))
+
+
+def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` of ``rows`` (ascending) with the highest ``scores[rows]``, ascending; ties at the
+    ``k``-th score go to the lowest rows, so the choice never depends on how a partition fell."""
+    if len(rows) <= k:
+        return rows
+    values = scores[rows]
+    kth = np.partition(values, len(values) - k)[len(values) - k]
+    above = rows[values > kth]
+    return np.sort(np.concatenate([above, rows[values == kth][: k - len(above)]]))
 
 
 def _query_postings(postings: Postings, terms: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -15,10 +15,14 @@ import numpy as np
 from retriever import deadline
 from retriever.search import vector_index
 from retriever.search.bm25 import bm25_idf, bm25_top
+from retriever.search.bm25_ranges import bm25_top_skipping
 from retriever.storage.segment import Segment
 from retriever.storage.view import View
 
 Ranking = tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]
+#: Queries whose terms have fewer postings than this are scored exhaustively; others skip row ranges
+#: (``bm25_ranges``). Both give the same documents and scores; below this, skipping saves too little to pay.
+SKIP_MIN_POSTINGS = 20_000
 
 
 def dense_rankings(
@@ -90,13 +94,31 @@ def bm25_ranking(
         (p.segment.postings, p.segment.doc_lengths, p.live_docs, None if allowed is None else allowed[i])
         for i, p in enumerate(view.parts)
     ]
-    top = bm25_top(parts, list(terms), k, k1, b, totals=(view.n_live_docs, view.live_length))
+    totals = (view.n_live_docs, view.live_length)
+    if _postings_of(view, terms) >= SKIP_MIN_POSTINGS:
+        bounds = [p.segment.range_bounds for p in view.parts]
+        deleted = [p.deleted if p.live_docs is not None else None for p in view.parts]
+        top = bm25_top_skipping(parts, bounds, list(terms), k, k1, b, totals=totals, deleted=deleted)
+    else:
+        top = bm25_top(parts, list(terms), k, k1, b, totals=totals)
     ranked, rows = [], {}
     for i, row, score in top:
         key = int(view.parts[i].segment.keys[row])
         ranked.append((key, score))
         rows[key] = (i, row)
     return ranked, rows
+
+
+def _postings_of(view: View, terms: Sequence[str]) -> int:
+    """How many postings ``terms`` have in the view's segments (deleted rows included)."""
+    total = 0
+    for part in view.parts:
+        postings = part.segment.postings
+        for term in set(terms):
+            at = postings.vocabulary.get(term)
+            if at is not None:
+                total += int(postings.indptr[at + 1] - postings.indptr[at])
+    return total
 
 
 def keyword_chunk(segment: Segment, doc_row: int, terms: Sequence[str]) -> int:

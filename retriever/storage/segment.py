@@ -17,6 +17,7 @@ their chunks, written once and never changed::
         postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
         doc_lengths.npy     (docs,) float32 analysed length of title + text
         chunk_terms.*.npy   term -> chunk rows containing it (for keyword snippets)
+        bm25_ranges.*.npy   per term and range of 1,024 rows: its largest tf, smallest length (``bm25_ranges``)
         deleted.<g>.npy     document rows deleted as of generation g (the only files added later),
                             its CRC-32 in deleted.<g>.npy.crc32
 
@@ -36,6 +37,7 @@ from typing import Sequence
 import numpy as np
 
 from retriever.search import vector_index
+from retriever.search.bm25_ranges import RangeBounds
 from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
@@ -146,17 +148,24 @@ class SegmentData:
             "chunk_terms.indptr": self.chunk_terms.indptr,
             "chunk_terms.rows": self.chunk_terms.rows,
         }
+        bounds = RangeBounds.build(self.postings, self.doc_lengths)
+        arrays.update({f"{RANGES}.{name}": getattr(bounds, name) for name in RANGE_ARRAYS})
         for name, array in arrays.items():
             write_durably(folder / f"{name}.npy", lambda path, a=array: np.save(path, a, allow_pickle=False))
         write_durably(folder / "text.bin", lambda path: path.write_bytes(self.text_blob))
         terms = "\n".join(self.postings.terms)
         write_durably(folder / "terms.txt", lambda path: path.write_text(terms, encoding="utf-8"))
         meta = {"docs": int(len(self.keys)), "chunks": int(len(self.spans)), "dim": int(self.vectors.shape[1]),
-                "index": built.info, "checksums": record_checksums(folder)}
+                "index": built.info, "bm25_ranges": {"rows_per_range": bounds.rows_per_range},
+                "checksums": record_checksums(folder)}
         write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
         fsync_dir(folder)
         fsync_dir(folder.parent)
         return meta
+
+
+RANGES = "bm25_ranges"  # files bm25_ranges.<array>.npy: BM25's bounds per term and row range
+RANGE_ARRAYS = ("indptr", "ranges", "starts", "max_tf", "min_length")
 
 
 class Segment:
@@ -214,6 +223,7 @@ class Segment:
         self.terms = text.split("\n") if text else []
         self.postings = self._postings("postings", True)
         self.chunk_terms = self._postings("chunk_terms", False)
+        self._stored_bounds = self._open_range_bounds()
 
     def _postings(self, name: str, counts: bool) -> Postings:
         """The postings ``<name>.*.npy``, their offsets checked against the vocabulary."""
@@ -241,6 +251,33 @@ class Segment:
     @property
     def index_type(self) -> str:
         return self.meta["index"]["type"]
+
+    @cached_property
+    def range_bounds(self) -> RangeBounds:
+        """BM25's per-term bounds over row ranges (``bm25_ranges``): the segment's own files, or, for a
+        segment written before they were, computed on first use."""
+        return self._stored_bounds or RangeBounds.build(self.postings, self.doc_lengths)
+
+    def _open_range_bounds(self) -> RangeBounds | None:
+        """The ``bm25_ranges.*.npy`` files, memory-mapped and checked; ``None`` when the segment has none."""
+        settings = self.meta.get("bm25_ranges")
+        if not settings:
+            return None
+        per_range = int(settings["rows_per_range"])
+        indptr = self._array(f"{RANGES}.indptr", (len(self.terms) + 1,), "i")
+        entries = int(indptr[-1])
+        starts = self._array(f"{RANGES}.starts", (entries + 1,), "i")
+        check_offsets(indptr, entries, self.folder / f"{RANGES}.indptr.npy")
+        check_offsets(starts, len(self.postings.rows), self.folder / f"{RANGES}.starts.npy")
+        return RangeBounds(
+            rows_per_range=per_range,
+            n_ranges=-(-self.n_docs // per_range),
+            indptr=indptr,
+            ranges=self._array(f"{RANGES}.ranges", (entries,), "i"),
+            starts=starts,
+            max_tf=self._array(f"{RANGES}.max_tf", (entries,), "f"),
+            min_length=self._array(f"{RANGES}.min_length", (entries,), "f"),
+        )
 
     @cached_property
     def chunk_doc(self) -> np.ndarray:
