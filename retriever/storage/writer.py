@@ -35,7 +35,8 @@ from retriever.storage.generations import read_head, write_head
 from retriever.storage.integrity import record_again, refuse_damage
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file, merge, segment_name, write_deletions
+from retriever.storage.segment import SEGMENTS_DIR, deletion_file, segment_name, write_deletions
+from retriever.storage.segment_merge import merge
 from retriever.storage.staging import STAGED_ROWS, EmbedFn, stage, staged_rows
 from retriever.storage.view import SegmentView, View, refs
 from retriever.telemetry import Timings, timed_method

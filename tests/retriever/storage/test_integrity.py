@@ -44,7 +44,7 @@ def test_every_file_has_its_checksum_and_a_whole_collection_checks_clean(collect
     assert set(recorded) == on_disk - {deletion.name, deletion.name + CHECKSUM_SUFFIX}
     assert all(crc32_of(first / name) == crc for name, crc in recorded.items())
     assert (first / (deletion.name + CHECKSUM_SUFFIX)).read_text().strip() == crc32_of(deletion)
-    assert report.files == len(recorded) + 1 + 2 * 14  # the deletion file too; 14 files a segment
+    assert report.files == len(recorded) + 1 + 2 * 19  # the deletion file too; 19 files a segment
 
 
 def test_a_flipped_byte_is_named_with_its_documents_and_stops_a_merge(collection):
