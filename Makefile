@@ -24,7 +24,7 @@ help:
 	@echo "                    then few-shot tagging, frozen embeddings against TF-IDF (benchmarks/tagging.py)"
 	@echo "make bench-ray      one process against the Ray job (2 workers) on 1,500 SciFact abstracts: docs/s"
 	@echo "make bench-scale    commit, search, memory and disk from 10k to 1M chunks (synthetic vectors, ~40 min)"
-	@echo "make bench-index    exact, IVF and HNSW on 100k vectors: build time, p50, recall, 1% filter"
+	@echo "make bench-index    exact, IVF, compressed IVF and HNSW on 100k real-shaped vectors, real queries: p50, recall"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack;"
 	@echo "                    then what each evidence mode adds to a search (benchmarks/evidence.py)"
 	@echo "make bench-search-ab BASE=rev  search p50 of this checkout against commit rev, taking turns (for refactors)"
