@@ -27,7 +27,7 @@ from typing import Callable
 import torch
 
 from retriever.errors import BadInputError
-from training.dev_set import DevSet, evaluate_dev, is_dev_query, load_dev
+from training.dev_set import DevSet, default_dev_split, evaluate_dev, is_dev_query, load_dev
 from training.loop import Schedule, Stage, open_run, train_loop
 from training.pairs import (
     Pair,
@@ -121,7 +121,7 @@ class ContrastiveConfig:
         """Whether the training pairs come from the dev set's own dataset and split."""
         if not (self.beir and self.dev):
             return False
-        dev_split = self.dev_split or ("dev" if (Path(self.dev) / "qrels" / "dev.tsv").is_file() else "test")
+        dev_split = self.dev_split or default_dev_split(self.dev)
         return Path(self.beir).resolve() == Path(self.dev).resolve() and self.split == dev_split
 
 

@@ -35,6 +35,11 @@ def is_dev_query(query_id: str, fraction: float) -> bool:
     return int.from_bytes(digest[:8], "big") < fraction * 2**64
 
 
+def default_dev_split(root: str | Path) -> str:
+    """The split a dev set of BEIR dataset ``root`` scores by default: "dev" when it has one, else "test"."""
+    return "dev" if (Path(root) / "qrels" / "dev.tsv").is_file() else "test"
+
+
 def load_dev(root: str | Path, split: str | None = None, fraction: float | None = None,
              max_documents: int | None = None) -> DevSet:
     """The dev set of BEIR dataset ``root``; ``split`` defaults to "dev" when it has one, else "test".
@@ -51,12 +56,11 @@ def load_dev(root: str | Path, split: str | None = None, fraction: float | None 
     from retriever.evaluation import load_beir
 
     root = Path(root)
-    split = split or ("dev" if (root / "qrels" / "dev.tsv").is_file() else "test")
-    dataset = load_beir(root, split)
+    dataset = load_beir(root, split or default_dev_split(root))
     if fraction is not None:
         kept = [q for q in dataset.queries if is_dev_query(q, fraction)]
         if not kept:
-            raise BadInputError(f"{root}: a dev fraction of {fraction} of split {split!r} "
+            raise BadInputError(f"{root}: a dev fraction of {fraction} of split {dataset.split!r} "
                                 f"({len(dataset.queries)} queries) draws none; give a larger fraction")
         dataset = replace(dataset, queries={q: dataset.queries[q] for q in kept},
                           qrels={q: dataset.qrels[q] for q in kept})

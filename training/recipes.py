@@ -142,9 +142,11 @@ def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecip
     from training.tokenizer import train_tokenizer
 
     books, scifact = _require(datasets / "pretrain-text"), _require(datasets / "scifact")
-    _claim(run_dir, asdict(recipe), _small_stages(recipe), log=log)
-    tokenizer_dir, mlm_dir = run_dir / "tokenizer", run_dir / "mlm"
-    crop_dir, contrastive_dir = run_dir / "crop", run_dir / "contrastive"
+    plans = _small_stages(recipe)
+    _claim(run_dir, asdict(recipe), plans, log=log)
+    out = {plan.name: run_dir / plan.output for plan in plans if plan.output}
+    tokenizer_dir, mlm_dir = out["tokenizer"], out["pretrain"]
+    crop_dir, contrastive_dir = out["contrastive-crop"], out["contrastive-pairs"]
 
     def tokenizer() -> dict:
         train_tokenizer([books], tokenizer_dir, vocab_size=recipe.vocab_size)
@@ -215,9 +217,10 @@ def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: Finetu
 
     scifact = _require(datasets / "scifact")
     others = {name: _require(datasets / name) for name in OTHER_DATASETS}
+    training = StagePlan("finetune", tuple(asdict(recipe)), "model")
     evaluations = [StagePlan(f"eval-{name}-{when}") for name in ("scifact", *OTHER_DATASETS) for when in ("before", "after")]
-    _claim(run_dir, asdict(recipe), [StagePlan("finetune", tuple(asdict(recipe)), "model"), *evaluations], log=log)
-    model_dir = run_dir / "model"
+    _claim(run_dir, asdict(recipe), [training, *evaluations], log=log)
+    model_dir = run_dir / training.output
 
     def finetune() -> dict:
         return contrastive_train(ContrastiveConfig(

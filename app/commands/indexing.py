@@ -21,6 +21,7 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch index``; the batch size and file-size limit default to the indexer's."""
     from indexer.job import DEFAULT_BATCH_DOCS
     from indexer.loaders import DEFAULT_MAX_BYTES
+    from retriever.search.vector_index import CODES
 
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or directories (.txt .md .html .pdf .jsonl .csv)")
     add_collection_arg(p)
@@ -39,7 +40,7 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--catalog-url", help="SQLAlchemy URL for the catalog of a new collection (default: SQLite inside DIR), "
                    "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
                    "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
-    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+    p.add_argument("--index-codes", choices=CODES,
                    help="for a new collection: what large segments' vector indexes hold: float32 vectors (default), "
                    "compressed 1-bit codes rescored from float32 rows on disk, or always compressed, small segments too")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",

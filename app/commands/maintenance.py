@@ -38,8 +38,10 @@ def add_info_flags(p: argparse.ArgumentParser) -> None:
 
 def add_compact_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch compact``: ``-c``, ``--index-codes``."""
+    from retriever.search.vector_index import CODES
+
     add_collection_arg(p)
-    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+    p.add_argument("--index-codes", choices=CODES,
                    help="switch what the vector indexes hold: float32 vectors, compressed 1-bit codes rescored "
                    "from float32 rows on disk (large segments), or always compressed; no re-embedding")
     p.set_defaults(handler=run_compact)

@@ -56,6 +56,7 @@ def add_search_flags(p: argparse.ArgumentParser) -> None:
 def add_eval_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch eval``; ``--split`` defaults to ``indexer.beir.evaluate``'s."""
     from indexer.beir import evaluate
+    from retriever.search.vector_index import CODES
 
     p.add_argument("-d", "--dataset", required=True, metavar="DIR", help="BEIR dataset directory (corpus.jsonl, queries.jsonl, qrels/)")
     p.add_argument("--split", default=parameter_defaults(evaluate)["split"], help="qrels split (default %(default)s)")
@@ -63,7 +64,7 @@ def add_eval_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", help="model directory or name (default: the packaged all-MiniLM-L6-v2)")
     p.add_argument("-c", "--collection", metavar="DIR", help="collection to build or reuse "
                    "(default: ~/.cache/semsearch/eval/<dataset>-<model hash>)")
-    p.add_argument("--index-codes", choices=("float32", "compressed", "always"),
+    p.add_argument("--index-codes", choices=CODES,
                    help="search a copy of the collection whose vector indexes hold these codes "
                    "(always: every segment compressed, small ones too); made from a snapshot, no re-embedding")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -106,7 +106,7 @@ def add_pretrain_flags(t: argparse.ArgumentParser) -> None:
 
 def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     """Flags of ``train contrastive``, one per ``ContrastiveConfig`` field (but weight decay, device)."""
-    from training.contrastive import UNSUPERVISED, ContrastiveConfig
+    from training.contrastive import PRECISIONS, UNSUPERVISED, ContrastiveConfig
 
     d = field_defaults(ContrastiveConfig)
     t.add_argument("--from", dest="from_model", required=True, metavar="MODEL",
@@ -140,7 +140,7 @@ def add_contrastive_flags(t: argparse.ArgumentParser) -> None:
     add_checkpoint_flags(t, d)
     t.add_argument("--max-minutes", type=float, default=d["max_minutes"], metavar="M",
                    help="stop cleanly, and save, after M minutes (rerun with --resume to go on)")
-    t.add_argument("--precision", choices=("auto", "fp32", "bf16"), default=d["precision"],
+    t.add_argument("--precision", choices=PRECISIONS, default=d["precision"],
                    help="bf16 autocast of the forward pass; auto: where the CPU has bf16 arithmetic (default %(default)s)")
     t.add_argument("--seed", type=int, default=d["seed"], help="seed for initialisation, data order and crops (default %(default)s)")
     add_output_flags(t)

@@ -14,6 +14,7 @@ and ``tf / (tf + k1 * (1 - b + b * dl / avgdl))``, summed over query tokens.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Sequence
@@ -172,17 +173,31 @@ def bm25_top(
     if n_docs == 0:
         return []
     avgdl = max(total_length / n_docs, 1e-9)
-    multiplicity: dict[str, int] = {}
-    for term in query_terms:
-        multiplicity[term] = multiplicity.get(term, 0) + 1
-    terms = list(multiplicity)
+    terms, counts = counted_terms(query_terms)
     gathered, df = _live_query_postings(parts, terms)
-    weight = np.asarray([multiplicity[t] for t in terms]) * bm25_idf(n_docs, df)
+    weight = counts * bm25_idf(n_docs, df)
     scores = [
         None if postings_of_query is None else _part_scores(postings_of_query, part[1], weight, k1, b, avgdl)
         for postings_of_query, part in zip(gathered, parts)
     ]
     return _best_of_parts(scores, [part[3] for part in parts], k)
+
+
+def counted_terms(query_terms: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """An analysed query's distinct terms, in first-seen order, and ``(terms,)`` how often each occurs."""
+    counts = Counter(query_terms)
+    return list(counts), np.asarray(list(counts.values()), dtype=np.int64)
+
+
+def posting_scores(weight: np.ndarray, term_of: np.ndarray, tf: np.ndarray, lengths: np.ndarray,
+                   k1: float, b: float, avgdl: float) -> np.ndarray:
+    """float32 BM25 share of each posting: ``weight[term] * tf / (tf + k1 * (1 - b + b * length / avgdl))``.
+
+    ``weight`` is ``(terms,)`` (idf times the term's count in the query); the
+    others are per posting. Every scorer adds these, so their sums agree bit for bit.
+    """
+    norm = k1 * (1 - b + b * lengths / avgdl)
+    return (weight[term_of] * tf / (tf + norm)).astype(np.float32)
 
 
 def bm25_idf(n_docs: int, df: np.ndarray) -> np.ndarray:
@@ -218,10 +233,9 @@ def _part_scores(
     ``weight`` is ``(terms,)``: each term's idf times its count in the query.
     """
     rows, tf, term_of = postings_of_query
-    norm = k1 * (1 - b + b * lengths[rows] / avgdl)
     scores = np.zeros(len(lengths), dtype=np.float32)
     # unbuffered and in posting order: float32 sums as adding term by term gives
-    np.add.at(scores, rows, (weight[term_of] * tf / (tf + norm)).astype(np.float32))
+    np.add.at(scores, rows, posting_scores(weight, term_of, tf, lengths[rows], k1, b, avgdl))
     return scores
 
 
@@ -235,7 +249,7 @@ def _best_of_parts(
             continue
         if allowed[i] is not None:
             part_scores = np.where(allowed[i], part_scores, 0.0)
-        rows = top_rows(part_scores, np.flatnonzero(part_scores > 0), k)
+        rows = _top_rows(part_scores, np.flatnonzero(part_scores > 0), k)
         found.append((part_scores[rows], np.full(len(rows), i), rows))
     if not found:
         return []
@@ -244,7 +258,7 @@ def _best_of_parts(
     return list(zip(part_of[best].tolist(), rows[best].tolist(), all_scores[best].tolist()))
 
 
-def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+def _top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` of ``rows`` (ascending) with the highest ``scores[rows]``, ascending; ties at the
     ``k``-th score go to the lowest rows, so the choice never depends on how a partition fell."""
     if len(rows) <= k:

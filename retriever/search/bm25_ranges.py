@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search.bm25 import BM25Part, Postings, bm25_idf
+from retriever.search.bm25 import BM25Part, Postings, bm25_idf, counted_terms, posting_scores
 
 RANGE_ROWS = 1024
 #: Ranges scored between two checks of the stopping bound.
@@ -113,15 +113,12 @@ def bm25_top_skipping(
     if n_docs == 0 or k < 1:
         return []
     avgdl = max(total_length / n_docs, 1e-9)
-    multiplicity: dict[str, int] = {}
-    for term in query_terms:
-        multiplicity[term] = multiplicity.get(term, 0) + 1
-    terms = list(multiplicity)
+    terms, counts = counted_terms(query_terms)
     term_ids = [[part[0].vocabulary.get(term) for term in terms] for part in parts]
     if deleted is None:
         deleted = [None if live is None else np.flatnonzero(~live) for _, _, live, _ in parts]
     df = _live_document_frequencies(parts, term_ids, deleted, len(terms))
-    weight = np.asarray([multiplicity[t] for t in terms]) * bm25_idf(n_docs, df)
+    weight = counts * bm25_idf(n_docs, df)
 
     bound, part_of, range_of = _range_bounds(parts, bounds, term_ids, weight, k1, b, avgdl)
     order = np.argsort(-bound, kind="stable")
@@ -211,10 +208,9 @@ def _score_ranges(part, part_bounds: RangeBounds, ids, chosen: np.ndarray, weigh
     tf = np.concatenate([postings.tf[a:z] for a, z in slices])
     terms = np.repeat(np.asarray(term_of), [z - a for a, z in slices])
     unique, inverse = np.unique(rows, return_inverse=True)
-    norm = k1 * (1 - b + b * lengths[rows] / avgdl)
     scores = np.zeros(len(unique), dtype=np.float32)
     # term by term, in posting order, unbuffered: each row's sum is bm25_top's, bit for bit
-    np.add.at(scores, inverse, (weight[terms] * tf / (tf + norm)).astype(np.float32))
+    np.add.at(scores, inverse, posting_scores(weight, terms, tf, lengths[rows], k1, b, avgdl))
     keep = scores > 0
     for mask in (live, allowed):
         if mask is not None:
