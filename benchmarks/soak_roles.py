@@ -13,6 +13,7 @@ holds its version, ``{"v": VERSION}``, which its text also names.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import random
 import sys
@@ -117,7 +118,8 @@ def run_writer(args) -> None:
 
 
 def call(base: str, key: str, method: str, path: str, body=None, timeout: float = 120) -> tuple[int, dict | None]:
-    """``(status, JSON)`` of one request; raises ``OSError`` when the connection fails."""
+    """``(status, JSON)`` of one request; raises ``OSError`` when the connection fails, also when it is
+    cut while the answer is read (a killed server leaves ``http.client.IncompleteRead``)."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(base + path, data=data, method=method,
                                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
@@ -130,6 +132,8 @@ def call(base: str, key: str, method: str, path: str, body=None, timeout: float 
             return exc.code, json.loads(body or b"null")
         except ValueError:
             return exc.code, {"detail": body[:200].decode("latin-1")}
+    except http.client.HTTPException as exc:  # cut mid-answer: as much a failed connection as a refused one
+        raise ConnectionError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def run_http_writer(args) -> None:

@@ -22,6 +22,35 @@ def journal(path: Path, events: list[dict]) -> Path:
     return path
 
 
+def test_an_answer_cut_midway_counts_as_a_failed_connection():
+    """A server killed while it answers leaves a body shorter than its Content-Length: the roles must see
+    the ``OSError`` they count as a kill's doing, not crash on ``http.client.IncompleteRead``."""
+    import socket
+    import threading
+
+    from benchmarks.soak_roles import call
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def answer_half() -> None:
+        connection, _ = listener.accept()
+        connection.recv(65536)
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"hits\"")
+        connection.shutdown(socket.SHUT_WR)  # the answer ends 93 bytes short, as a killed server's does
+        while connection.recv(65536):  # read the rest of the request, so that closing sends no reset
+            pass
+        connection.close()
+
+    server = threading.Thread(target=answer_half)
+    server.start()
+    try:
+        with pytest.raises(OSError, match="IncompleteRead"):
+            call(f"http://127.0.0.1:{listener.getsockname()[1]}", "key", "POST", "/search", {"query": "q"}, timeout=10)
+    finally:
+        server.join(10)
+        listener.close()
+
+
 def test_an_acknowledged_write_must_be_found_and_a_cut_one_may_or_may_not_be(tmp_path):
     path = journal(tmp_path / "w.jsonl", [
         {"intent": 0, "op": "add", "docs": {"a": 1, "b": 1}}, {"ack": 0},
