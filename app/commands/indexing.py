@@ -41,8 +41,8 @@ def add_index_flags(p: argparse.ArgumentParser) -> None:
                    "e.g. postgresql+psycopg://user@host:5432/db; the password comes from SEMSEARCH_CATALOG_PASSWORD "
                    "or the file named by SEMSEARCH_CATALOG_PASSWORD_FILE and is never stored")
     p.add_argument("--index-codes", choices=CODES,
-                   help="for a new collection: what large segments' vector indexes hold: float32 vectors (default), "
-                   "compressed 1-bit codes rescored from float32 rows on disk, or always compressed, small segments too")
+                   help="for a new collection: what large segments' vector indexes hold: compressed 1-bit codes "
+                   "rescored from float32 rows on disk (default), float32 vectors, or always compressed, small segments too")
     p.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS",
                    help="embed in a Ray actor pool: on this machine, or on the running cluster at ADDRESS "
                    "(needs pip install 'semsearch[ray]')")

@@ -2,7 +2,7 @@
 
 - ``semsearch_requests_total{route, method, status}``: requests answered, by
   route template (``/documents/{doc_id}``, not each id) and status;
-- ``semsearch_request_duration_seconds{route}``: their latency (histogram);
+- ``semsearch_request_duration_seconds{route}``: their latency until the answer starts (histogram);
 - ``semsearch_search_stage_seconds{stage}``: the time of each stage of a
   search: ``encode``, ``dense``, ``bm25``, ``fusion``, ``display`` (histogram);
 - ``semsearch_write_seconds{operation}``: each ``commit`` and ``merge``
@@ -97,16 +97,21 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
-        status = [500]
+        counted = [False]
+
+        def count(status: int) -> None:
+            counted[0] = True
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.requests.labels(route, scope.get("method", ""), str(status)).inc()
+            self.metrics.latency.labels(route).observe(time.perf_counter() - started)
 
         async def send_status(message):
-            if message["type"] == "http.response.start":
-                status[0] = message["status"]
+            if message["type"] == "http.response.start" and not counted[0]:
+                count(message["status"])  # before the client can see the answer, so a scrape after it counts it
             await send(message)
 
         try:
             await self.app(scope, receive, send_status)
         finally:
-            route = getattr(scope.get("route"), "path", None) or "unmatched"
-            self.metrics.requests.labels(route, scope.get("method", ""), str(status[0])).inc()
-            self.metrics.latency.labels(route).observe(time.perf_counter() - started)
+            if not counted[0]:
+                count(500)

@@ -3,16 +3,18 @@
 Rows are numbered 0..n-1 in the segment, so no id map is stored. A segment
 below ``IndexPolicy.ann_min_rows`` keeps an exact ``IndexFlatIP``. A larger
 one (made by merging) gets an inverted file (IVF) trained on its own
-vectors, holding either the float32 vectors themselves (``ivf``) or, with
-``IndexPolicy.codes`` ``compressed`` (or ``always``, which compresses small
-segments too), 1-bit RaBitQ codes scanned with SIMD (``ivf-rabitq``): the
-candidates the codes rank first are then rescored exactly from the
-segment's float32 rows (``vectors.npy``, memory-mapped, so only the rows a
-query rescores are read), and only the codes need stay resident.
-``nprobe`` is tuned at build time so that recall@10 of the whole search
-against exact search is at least ``IndexPolicy.target_recall`` on probe
-queries drawn from the segment. Indexes are memory-mapped when read, so
-processes serving one collection share pages.
+vectors. By default (``IndexPolicy.codes`` ``compressed``; ``always``
+compresses small segments too) the IVF holds 1-bit RaBitQ codes scanned
+with SIMD (``ivf-rabitq``): the candidates the codes rank first are then
+rescored exactly from the segment's float32 rows (``vectors.npy``,
+memory-mapped, so only the rows a query rescores are read), and only the
+codes need stay resident. With codes ``float32`` it holds the vectors
+themselves (``ivf``). ``nprobe`` (and, for codes, how many candidates are
+rescored) is tuned at build time so that recall@10 of the whole search
+against exact search is at least ``IndexPolicy.target_recall`` on
+query-like probes, placed off the rows as far as real queries sit from
+their documents (``probe_queries``). Indexes are memory-mapped when read,
+so processes serving one collection share pages.
 
 Filtering and deletions use a bitmap over rows (``faiss.IDSelectorBitmap``).
 An IVF search whose bitmap lets few rows through is answered exactly
@@ -30,6 +32,7 @@ import faiss
 import numpy as np
 
 from retriever.errors import BadInputError, CorruptCollectionError
+from retriever.search import ivf_tuning
 
 FLAT = "flat"
 IVF = "ivf"
@@ -50,18 +53,23 @@ class IndexPolicy:
             to reach (default 0.95; tuned with a margin to 0.97).
         exact_max_rows: A filtered search over an IVF segment that leaves at
             most this many rows is answered exactly (default 20,000).
-        codes: What an IVF index holds: ``float32`` vectors, ``compressed``
-            RaBitQ codes rescored from float32 rows, or ``always`` (compressed,
+        codes: What an IVF index holds: ``compressed`` RaBitQ codes rescored
+            from float32 rows (default), ``float32`` vectors, or ``always`` (compressed,
             and small segments too, in an IVF of few lists).
         rescore: Candidates the codes pass to exact rescoring, per hit asked
-            for (default 10; at least 100 in all).
+            for (default 10; at least 100 in all); a build may raise it (up
+            to 8 times) where the codes need more to reach ``target_recall``.
+        probe_ratio: Where ``nprobe`` is tuned: probes' median best cosine as a
+            share of rows' median nearest-neighbour cosine (default 0.78, where
+            real queries sit; see ``probe_queries``).
     """
 
     ann_min_rows: int = 32_768
     target_recall: float = 0.95
     exact_max_rows: int = 20_000
-    codes: str = "float32"
+    codes: str = "compressed"
     rescore: int = 10
+    probe_ratio: float = 0.78
 
     def __post_init__(self) -> None:
         if self.codes not in CODES:
@@ -78,10 +86,6 @@ class IndexPolicy:
         data.pop("kind", None)
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
-
-    def candidates(self, k: int) -> int:
-        """How many candidates compressed codes pass to rescoring for ``k`` hits."""
-        return max(100, self.rescore * k)
 
 
 @dataclass
@@ -145,9 +149,14 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     else:
         index.make_direct_map()  # row -> vector, for exact filtered search and merging
         built = VectorIndex(index, {"type": IVF, "nlist": nlist})
-    nprobe, recall = _tune_nprobe(built, vectors, policy, rng)
-    index.nprobe = nprobe
-    built.info.update(nprobe=nprobe, recall=round(recall, 4))
+    def search(queries: np.ndarray, k: int, nprobe: int, rescore: int | None) -> np.ndarray:
+        if rescore is not None:
+            built.info["rescore"] = rescore
+        return _ivf_search(built, queries, k, nprobe, None, policy)[1]
+
+    tuned = ivf_tuning.tune(search, vectors, nlist, compressed, policy, rng)
+    index.nprobe = tuned.nprobe
+    built.info.update(tuned.info())
     return built
 
 
@@ -158,31 +167,10 @@ def _nlist_for(n: int, small: bool = False) -> int:
     return max(1, min(lists, n // 256)) if small else lists
 
 
-def _tune_nprobe(built: VectorIndex, vectors: np.ndarray, policy: IndexPolicy, rng) -> tuple[int, float]:
-    """The smallest power-of-two ``nprobe`` whose recall@10 on probe queries beats the target + 0.02.
-
-    Probe queries are normalised midpoints of a random row and one of its 20
-    nearest rows: in populated regions, as real queries are, but never a
-    stored row itself. Recall is that of the whole search (codes, then rescoring).
-    """
-    n = len(vectors)
-    anchors = rng.choice(n, size=min(n, 200), replace=False)
-    near_k = min(n, 21)
-    _, near = faiss.knn(vectors[anchors], vectors, near_k, metric=faiss.METRIC_INNER_PRODUCT)
-    partners = near[np.arange(len(anchors)), rng.integers(min(1, near_k - 1), near_k, size=len(anchors))]
-    queries = vectors[anchors] + vectors[partners]
-    queries /= np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-12)
-    k = min(10, n)
-    _, exact = faiss.knn(queries, vectors, k, metric=faiss.METRIC_INNER_PRODUCT)
-    goal = min(1.0, policy.target_recall + 0.02)
-    nlist = built.index.nlist
-    nprobe, recall = 1, 0.0
-    while True:
-        _, found = _ivf_search(built, queries, k, nprobe, None, policy)
-        recall = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(exact, found)]))
-        if recall >= goal or nprobe >= nlist:
-            return nprobe, recall
-        nprobe = min(nlist, nprobe * 2)
+def _candidates(built: VectorIndex, k: int, policy: IndexPolicy) -> int:
+    """How many candidates compressed codes pass to rescoring for ``k`` hits: the segment's tuned
+    rescoring factor (``policy.rescore`` where none was recorded) times ``k``, at least 100."""
+    return max(100, int(built.info.get("rescore", policy.rescore)) * k)
 
 
 def write(built: VectorIndex, path: Path) -> None:
@@ -324,7 +312,7 @@ def _ivf_search(built: VectorIndex, queries: np.ndarray, k: int, nprobe: int, se
         params.sel = selector
     if built.rows is None:
         return built.index.search(queries, k, params=params)
-    _, candidates = built.index.search(queries, min(policy.candidates(k), built.ntotal), params=params)
+    _, candidates = built.index.search(queries, min(_candidates(built, k, policy), built.ntotal), params=params)
     return rescore(built.rows, queries, candidates, k)
 
 

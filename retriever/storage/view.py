@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search.vector_index import IVF
+from retriever.search.vector_index import IVF, IVF_RABITQ
 from retriever.storage.catalog import CatalogState, SegmentRef
 from retriever.storage.segment import SEGMENTS_DIR, Segment
 
@@ -91,13 +91,13 @@ class View:
         return None
 
     def summary(self) -> str:
-        """``"2 segments: IVF1024 nprobe 16 (1,000,000 chunks), exact (2,000 chunks)"``."""
+        """``"2 segments: IVF1024 1-bit codes nprobe 16 (1,000,000 chunks), exact (2,000 chunks)"``."""
         if not self.parts:
             return "no segments (empty)"
         described = []
         for part in self.parts:
             index = part.segment.meta["index"]
-            kind = f"IVF{index['nlist']} nprobe {index['nprobe']}" if index["type"] == IVF else "exact"
+            kind = _described(index)
             described.append(f"{kind} ({part.n_live_chunks:,} chunks)")
         count = f"{len(self.parts)} segment{'s' if len(self.parts) > 1 else ''}"
         return f"{count}: {', '.join(described)}"
@@ -148,3 +148,15 @@ def load_view(root: Path, state: CatalogState, previous: View | None = None) -> 
 def refs(parts: Sequence[SegmentView]) -> list[SegmentRef]:
     """The ``SegmentRef`` of each part."""
     return [p.ref for p in parts]
+
+
+def _described(index: dict) -> str:
+    """A segment's vector index in words: ``exact``, ``IVF256 nprobe 16``, or
+    ``IVF256 1-bit codes nprobe 32, 20 rescored per hit``."""
+    if index["type"] == IVF:
+        return f"IVF{index['nlist']} nprobe {index['nprobe']}"
+    if index["type"] == IVF_RABITQ:
+        rescored = f", {index['rescore']} rescored per hit" if "rescore" in index else ""
+        return f"IVF{index['nlist']} 1-bit codes nprobe {index['nprobe']}{rescored}"
+    return "exact"
+

@@ -325,7 +325,7 @@ class Writer:
         if under_deadline():
             return
         state, view = self.state()
-        names = self.merge_policy.plan(view.parts)
+        names = self.merge_policy.plan(view.parts, exact_below=self.index_policy.ann_min_rows)
         if names:
             try:
                 self.merge(state, view, names)

@@ -7,7 +7,7 @@ import faiss
 import numpy as np
 import pytest
 
-from retriever.search import vector_index
+from retriever.search import ivf_tuning, vector_index
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search.vector_index import IndexPolicy
 
@@ -31,10 +31,13 @@ def exact_top(vectors, queries, k, rows=None):
     return np.argsort(-scores, axis=1)[:, :k]
 
 
+FLOAT_IVF = IndexPolicy(ann_min_rows=1000, codes="float32")
+
+
 def test_small_segments_stay_exact_and_large_ones_get_ivf():
-    small = vector_index.build(clustered(200), IndexPolicy(ann_min_rows=1000))
+    small = vector_index.build(clustered(200), FLOAT_IVF)
     assert small.info == {"type": "flat"} and isinstance(small.index, faiss.IndexFlatIP) and small.rows is None
-    large = vector_index.build(clustered(4000), IndexPolicy(ann_min_rows=1000))
+    large = vector_index.build(clustered(4000), FLOAT_IVF)
     info = large.info
     assert info["type"] == "ivf" and isinstance(large.index, faiss.IndexIVFFlat) and large.rows is None
     assert info["nlist"] == large.index.nlist and 1 <= info["nprobe"] <= large.index.nlist
@@ -43,7 +46,7 @@ def test_small_segments_stay_exact_and_large_ones_get_ivf():
 
 def test_ivf_meets_its_recall_target_on_queries_it_was_not_tuned_on(tmp_path):
     vectors = clustered(6000, seed=1)
-    built = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
+    built = vector_index.build(vectors, FLOAT_IVF)
     vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
     loaded = vector_index.read(tmp_path, built.info)  # memory-mapped, nprobe restored
     assert loaded.index.nprobe == built.info["nprobe"]
@@ -57,7 +60,7 @@ def test_ivf_meets_its_recall_target_on_queries_it_was_not_tuned_on(tmp_path):
 @pytest.mark.parametrize("share", [0.001, 0.01, 0.3])
 def test_filtered_ivf_search_returns_k_rows_that_pass_the_filter(share):
     vectors = clustered(5000, seed=3)
-    index = vector_index.build(vectors, IndexPolicy(ann_min_rows=1000))
+    index = vector_index.build(vectors, FLOAT_IVF)
     rng = np.random.default_rng(4)
     allowed = rng.random(len(vectors)) < share
     allowed[:12] = True
@@ -180,3 +183,38 @@ def test_damaged_rescoring_rows_are_reported(tmp_path):
     np.save(tmp_path / vector_index.ROWS_FILE, built.rows[:-1])
     with pytest.raises(CorruptCollectionError, match="not float32"):
         vector_index.read(tmp_path, built.info)
+
+
+def test_compressed_codes_are_the_default_for_large_segments():
+    assert IndexPolicy().codes == "compressed"
+    built = vector_index.build(clustered(4000), IndexPolicy(ann_min_rows=1000))
+    assert built.info["type"] == "ivf-rabitq" and built.info["rescore"] >= IndexPolicy().rescore
+
+
+@pytest.mark.parametrize("ratio", [0.6, 0.78, 0.9])
+def test_probes_sit_off_the_rows_as_far_as_asked(ratio):
+    vectors = clustered(5000, dim=64, seed=1)
+    probes = ivf_tuning.probe_queries(vectors, np.random.default_rng(0), ratio)
+    assert probes.shape == (200, 64) and np.allclose(np.linalg.norm(probes, axis=1), 1, atol=1e-5)
+    best = (probes @ vectors.T).max(axis=1)
+    nearest = np.sort(vectors[:1000] @ vectors.T, axis=1)[:, -2]  # each row's nearest other row
+    assert abs(np.median(best) / np.median(nearest) - ratio) < 0.02
+    assert best.max() < 0.9999  # never a stored row itself
+
+
+def test_a_raised_rescoring_factor_is_recorded_and_searched_with(tmp_path):
+    """Where 1-bit codes rank true neighbours too low at a cheap nprobe, the build passes more candidates
+    to rescoring, and a reader uses the factor the build recorded."""
+    vectors = clustered(8000, dim=64, seed=1)
+    built = _written(vector_index.build(vectors, COMPRESSED), tmp_path)
+    assert built.info["rescore"] > COMPRESSED.rescore
+    probes = ivf_tuning.probe_queries(vectors, np.random.default_rng(3), COMPRESSED.probe_ratio)
+    truth = exact_top(vectors, probes, 10)
+
+    def recall(index):
+        _, found = vector_index.search(index, probes, 10, None, len(vectors), COMPRESSED)
+        return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)])
+
+    as_built = recall(built)
+    built.info.pop("rescore")  # as if the factor were not recorded: the policy's 10 per hit
+    assert as_built >= 0.95 and recall(built) < as_built

@@ -180,16 +180,20 @@ def test_small_segments_merge_at_the_small_fan_in(tmp_path, tiny_embedder):
     col.close()
 
 
-def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(tmp_path, tiny_embedder):
+@pytest.mark.parametrize("codes, kind", [("compressed", "ivf-rabitq"), ("float32", "ivf")])
+def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(codes, kind, tmp_path, tiny_embedder):
     dim = tiny_embedder.dim
-    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=IndexPolicy(ann_min_rows=1500))
+    policy = IndexPolicy(ann_min_rows=1500, codes=codes)
+    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy)
     vectors = unit_rows(2400, dim, 1)
     for start in range(0, 2400, 800):
         col.add(docs(start, 800), vectors=vectors[start : start + 800])
     col.delete([f"d{i:04d}" for i in range(0, 2400, 3)])
     col.compact()
     (segment_info,) = [s["index"] for s in col.info()["segments"]]
-    assert segment_info["type"] == "ivf" and segment_info["recall"] >= 0.97
+    assert segment_info["type"] == kind and segment_info["recall"] >= 0.97
+    described = col.reader.current().summary()
+    assert described.startswith("1 segment: IVF") and ("1-bit codes" in described) == (codes == "compressed")
     queries = unit_rows(30, dim, 2)
     overlap = []
     for q in queries:
@@ -395,3 +399,19 @@ def test_batched_searches_from_many_threads_get_the_hits_each_gets_alone(layered
     filtered = layered.search(QUERIES[0], k=5, mode="dense", where={"g": 1})  # a filter takes the search's own path
     assert filtered and all(h.metadata["g"] == 1 for h in filtered)
     assert layered.searcher.batcher.batches == batches
+
+
+def test_exact_segments_merge_once_together_they_would_get_ivf(tmp_path, tiny_embedder):
+    """Commits too large for tier 0 but below the IVF size would otherwise sit as exact segments until a tier
+    filled (ten of them); two of them reaching the IVF size merge into an IVF segment at the next commit."""
+    dim = tiny_embedder.dim
+    policy = IndexPolicy(ann_min_rows=1500)
+    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy, merge_policy=MergePolicy(floor_chunks=100))
+    vectors = unit_rows(2400, dim, 4)
+    kinds = []
+    for start in range(0, 2400, 800):
+        col.add(docs(start, 800), vectors=vectors[start : start + 800])
+        kinds.append(sorted(p.segment.index_type for p in col.reader.current().parts))
+    assert kinds == [["flat"], ["ivf-rabitq"], ["flat", "ivf-rabitq"]]
+    assert len(col) == 2400
+    col.close()
