@@ -6,7 +6,7 @@
 vectors shaped like real all-MiniLM-L6-v2 chunk embeddings and *real query
 embeddings* (``benchmarks.real_shaped``), so recall is that of queries, not of
 probes near the data; ``clustered``: synthetic clusters with queries drawn
-near them, as ``benchmarks.scale`` builds them. Build time, single-query p50
+near them (``real_shaped.clustered``). Build time, single-query p50
 on one thread, recall@10 against exact search, and the same with a filter
 that lets 1% of the rows through (FAISS's bitmap selector, as the collection
 uses for filters and deletions). IVF rows are measured at the tuned nprobe and
@@ -23,7 +23,8 @@ import time
 import faiss
 import numpy as np
 
-from benchmarks.scale import DEFAULT_DATASETS, Corpus, machine
+from benchmarks.real_shaped import clustered
+from benchmarks.scale import DEFAULT_DATASETS, machine
 from retriever.search import vector_index
 
 
@@ -48,8 +49,8 @@ def _workload(args) -> tuple[np.ndarray, np.ndarray]:
         print(f"real-shaped from {len(real):,} real chunks, {len(real_queries):,} real queries: "
               f"{describe(real, data, real_queries)}")
     else:
-        corpus = Corpus(DEFAULT_DATASETS)
-        data, queries = corpus.vectors(args.rows), corpus.vectors(args.queries)
+        points = clustered(args.rows + args.queries)
+        data, queries = points[: args.rows], points[args.rows :]
     return data, queries
 
 

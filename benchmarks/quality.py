@@ -3,8 +3,12 @@
 Prints ours beside the expected figure and the reference BM25 nDCG@10 that
 each dataset's SOURCE.md gives, and exits 1 when a figure drifts past the
 file's tolerance. ``--update`` rewrites the expected figures instead.
+``--index-codes always`` reruns every figure with every segment's vectors
+compressed (1-bit codes rescored exactly), against the same expected figures,
+and ``--tolerance`` overrides the file's.
 
     python -m benchmarks.quality [--datasets DIR] [--only scifact,cisi] [--update]
+        [--index-codes always --tolerance 0.005]
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from retriever.evaluation import METRICS
+from retriever.search.vector_index import CODES
 
 REGRESSIONS = Path(__file__).with_name("quality.yaml")
 DEFAULT_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
@@ -67,10 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--only", help="comma-separated dataset names")
     parser.add_argument("--update", action="store_true", help="rewrite the expected figures")
+    parser.add_argument("--index-codes", choices=CODES,
+                        help="search a copy of each collection whose vector indexes hold these codes")
+    parser.add_argument("--tolerance", type=float, help="largest drift allowed (default: the file's)")
     args = parser.parse_args(argv)
+    if args.update and args.index_codes:
+        parser.error("--update records the default settings' figures; drop --index-codes")
     regressions = load_regressions()
     only = set(args.only.split(",")) if args.only else None
-    tolerance = regressions["tolerance"]
+    tolerance = regressions["tolerance"] if args.tolerance is None else args.tolerance
     failures = 0
     encoders: set[tuple[str, str]] = set()
     print(f"{'dataset':<16} {'mode':<7} {'ndcg@10':>8} {'expected':>9} {'BM25 ref':>9} "
@@ -80,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             if only and run["dataset"] not in only:
                 continue
             path = dataset_path(run, args.datasets, Path(scratch))
-            result = evaluate(path, split=run.get("split", "test"), mode=run["mode"], progress=False)
+            result = evaluate(path, split=run.get("split", "test"), mode=run["mode"], progress=False,
+                              index_codes=args.index_codes)
             encoders.add((result["backend"], result["query_backend"]))
             expected = run.get("expected") or {}
             drift = [m for m in METRICS if m in expected and abs(result[m] - expected[m]) > tolerance]

@@ -14,7 +14,9 @@ little noise (0.02 per dimension, 0.4 in all, against the unit vectors), then
 normalises: a new "document on the same topic", inside the region real ones
 occupy, never a copy of one. ``describe`` compares the real and synthetic
 neighbourhoods (each real query's best cosine, and each sample's nearest
-neighbour) so a run shows how close the model came.
+neighbour) so a run shows how close the model came. ``query_texts`` gives the
+queries' texts in the order of their vectors; ``clustered`` the easier
+isotropic clusters real-shaped vectors replace.
 """
 
 from __future__ import annotations
@@ -51,11 +53,29 @@ def real_embeddings(datasets: Path, sets: tuple[str, ...] = SETS) -> tuple[np.nd
             index_paths(collection, [root], prune=True, progress=False)
             for part in collection.reader.current().parts:
                 chunks.append(reconstruct(part.segment.index, np.arange(part.segment.n_chunks)))
-            texts = [json.loads(line)["text"] for line in (root / "queries.jsonl").open(encoding="utf-8")]
-            queries.append(collection.embed(texts))
+            queries.append(collection.embed(_queries_of(root)))
     if not chunks:
         raise SystemExit(f"no BEIR collection under {datasets} ({', '.join(sets)})")
     return _unit(np.concatenate(chunks)), _unit(np.concatenate(queries))
+
+
+def query_texts(datasets: Path, sets: tuple[str, ...] = SETS) -> list[str]:
+    """Every query text of the ``sets`` found under ``datasets``, in the order of ``real_embeddings``' query vectors."""
+    roots = [datasets / name for name in sets if (datasets / name / "corpus.jsonl").is_file()]
+    return [text for root in roots for text in _queries_of(root)]
+
+
+def _queries_of(root: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in (root / "queries.jsonl").open(encoding="utf-8")]
+
+
+def clustered(n: int, seed: int = 0, centres: int = 2_000) -> np.ndarray:
+    """``(n, 384)`` float32 unit vectors near ``centres`` random centres, noise of the same scale: the
+    isotropic clusters that flatter an index more than real embeddings do."""
+    rng = np.random.default_rng(seed)
+    dim = 384
+    centre = _unit(np.random.default_rng(1234).normal(size=(centres, dim)))[rng.integers(0, centres, n)]
+    return _unit(centre + rng.normal(scale=1.0 / np.sqrt(dim), size=(n, dim)))
 
 
 class RealShaped:
@@ -81,9 +101,9 @@ class RealShaped:
         self.counts = counts
         self.rng = np.random.default_rng(seed)
 
-    def sample(self, n: int) -> np.ndarray:
-        """``(n, dim)`` float32 unit vectors."""
-        rng = self.rng
+    def sample(self, n: int, seed: int | None = None) -> np.ndarray:
+        """``(n, dim)`` float32 unit vectors, drawn with a generator seeded ``seed`` (default: the instance's)."""
+        rng = self.rng if seed is None else np.random.default_rng(seed)
         clusters = rng.choice(len(self.counts), size=n, p=self.counts / self.counts.sum())
         first = self.members[self.starts[clusters] + rng.integers(0, self.counts[clusters])]
         second = self.members[self.starts[clusters] + rng.integers(0, self.counts[clusters])]

@@ -1,22 +1,43 @@
-"""How the engine's costs grow with the collection: commits, searches, memory and disk.
+"""How the engine's costs grow with the collection, built as a user's batch job builds it.
 
-    .venv/bin/python -m benchmarks.scale [--sizes 10000,100000,1000000] [--commits 5] [--queries 200]
+    .venv/bin/python -m benchmarks.scale [--sizes 10000,100000,1000000] [--commit-docs 20000]
+        [--queries 300] [--commits 3] [--codes compressed] [--workdir runs/bench/scale] [--reuse]
 
-Collections are built from synthetic 384-dimensional unit vectors (no hours of
-encoding) through ``Collection.add(documents, vectors=...)``, with texts of
-real length: SciFact's abstracts, reused in turn (synthetic words where the
-shared datasets are absent). Vectors are clustered as embeddings of topical
-text are (2,000 centres, noise of the same scale), and queries are drawn near
-the data the same way. Each document is one chunk, so N documents are N chunks.
+Data. Document vectors are shaped like real all-MiniLM-L6-v2 chunk embeddings
+(``benchmarks.real_shaped``: between two real members of a k-means cluster of
+the real chunk vectors of the five shared BEIR sets), a batch starting at
+document i drawn with seed i, so a resumed build goes on as an unbroken one.
+Document i has the title and text of row i mod R of the five corpora (real
+texts of real length, cycled), metadata ``{"bucket": i % 100, "year": 1990 +
+i % 30}`` (``where={"bucket": b}`` keeps 1%), and its vector as its one chunk
+(as ``add(..., vectors=)`` stores it): N documents are N chunks. Queries are
+real: a fixed draw of ``--queries`` of the sets' queries, their MiniLM
+embeddings and texts, never points of the indexed data. The real arrays are
+cached in the workdir.
 
-For every size the base collection is compacted into one segment (as a
-nightly ``semsearch compact`` leaves it); then ``--commits`` commits of 1,000
-documents each are timed. At the largest size it measures dense search
-(query vectors given: encoding excluded) p50/p99 and recall@10 against
-``exact=True``, hybrid p50, filtered dense search at 1% selectivity, the
-resident memory of a fresh reader process after its searches, and the size
-on disk against the raw vectors. Prints a table and writes
-``runs/bench/scale.json``. Run it alone: two CPU-heavy jobs distort both.
+Build. Each size is its own collection (``IndexPolicy(codes=--codes)``),
+filled by commits of ``--commit-docs`` documents through ``Collection.add``
+(the merge policy decides the segments). A stopped build goes on after the
+documents it holds; a complete one is rebuilt, or kept with ``--reuse``.
+
+States. Each size is measured as the commits left it ("incremental") and
+after ``compact()`` ("compacted", timed), each on a hard-linked snapshot of
+the build, which stays as it is. For each state: dense search p50/p99 (query
+vector given, so no encoding; one query at a time) and recall@10 against
+``exact=True``; hybrid p50 (text and vector) and its phases; BM25 p50; dense
+under a 1% filter (p50, and the fewest hits a query got); the resident memory
+of a fresh process after a dense and a hybrid search per query, private
+(RssAnon) and file-backed (RssFile: shared by processes serving the
+collection, reclaimable); size on disk; the index bytes that must stay
+resident (every ``vectors.faiss``: codes of compressed segments, whole
+indexes of float32 ones; not the ``vectors.npy`` rows that compressed codes
+are rescored from, read at candidates only) against the raw float32 vectors;
+the segments; and last, since they add documents, ``--commits`` commits of
+1,000 documents (seconds and bytes written).
+
+Prints the machine and a table of sizes and states; writes ``--out`` after
+every state, keeping the sizes it holds from runs of the same settings (so
+a rerun with ``--reuse`` adds sizes). Run it alone.
 """
 
 from __future__ import annotations
@@ -29,6 +50,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -37,9 +60,9 @@ REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "runs" / "bench"
 DEFAULT_DATASETS = REPO.parent / "shared" / "datasets"
 DIM = 384
-CENTRES = 2_000
-BATCH = 50_000
+BUCKETS = 100
 COMMIT_DOCS = 1_000
+STATES = ("incremental", "compacted")
 
 
 def machine() -> str:
@@ -49,132 +72,170 @@ def machine() -> str:
     return describe_cpu()
 
 
+def real_data(datasets: Path, cache: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Real ``(chunk vectors (r, 384), query vectors (q, 384), query texts)``, computed once into ``cache``."""
+    from benchmarks.real_shaped import query_texts, real_embeddings
+
+    chunks_file, queries_file, texts_file = cache / "chunks.npy", cache / "queries.npy", cache / "query_texts.json"
+    if not texts_file.exists():  # written last
+        chunks, queries = real_embeddings(datasets)
+        texts = query_texts(datasets)
+        assert len(texts) == len(queries), "query texts and vectors differ in number"
+        cache.mkdir(parents=True, exist_ok=True)
+        np.save(chunks_file, chunks)
+        np.save(queries_file, queries)
+        texts_file.write_text(json.dumps(texts))
+    return np.load(chunks_file), np.load(queries_file), json.loads(texts_file.read_text())
+
+
+@dataclass
+class Queries:
+    """Real queries: ``vectors`` ``(q, 384)``, their ``texts``, and the ``.npy`` and ``.json`` files holding both."""
+
+    vectors: np.ndarray
+    texts: list[str]
+    files: tuple[Path, Path]
+
+
+def draw_queries(vectors: np.ndarray, texts: list[str], n: int, cache: Path) -> Queries:
+    """A fixed draw of ``n`` of the real queries, also written to ``cache`` for reader processes."""
+    chosen = np.random.default_rng(3).choice(len(vectors), size=min(n, len(vectors)), replace=False)
+    queries = Queries(vectors[chosen], [texts[i] for i in chosen], (cache / f"q{n}.npy", cache / f"q{n}.json"))
+    np.save(queries.files[0], queries.vectors)
+    queries.files[1].write_text(json.dumps(queries.texts))
+    return queries
+
+
 class Corpus:
-    """Texts of real length and clustered vectors, reproducible from a seed."""
+    """The benchmark's document ``i``: real title and text (the five corpora's rows, cycled), 1% buckets,
+    and a real-shaped vector (``real``: ``(r, 384)`` real chunk vectors the sampler is fitted to)."""
 
-    def __init__(self, datasets: Path, seed: int = 0):
-        self.rng = np.random.default_rng(seed)
-        self.centres = self._unit(np.random.default_rng(1234).normal(size=(CENTRES, DIM)))
-        self.texts, self.titles = self._texts(datasets)
+    def __init__(self, datasets: Path, real: np.ndarray):
+        from benchmarks.real_shaped import SETS, RealShaped
 
-    @staticmethod
-    def _unit(x: np.ndarray) -> np.ndarray:
-        return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
-
-    def _texts(self, datasets: Path) -> tuple[list[str], list[str]]:
-        corpus = datasets / "scifact" / "corpus.jsonl"
-        if corpus.is_file():
-            rows = [json.loads(line) for line in corpus.open(encoding="utf-8")]
-            rows = [r for r in rows if r.get("text", "").strip()]
-            return [r["text"] for r in rows], [r.get("title", "") for r in rows]
-        words = "cell protein gene expression patients study results cancer risk model data analysis".split()
-        rng = np.random.default_rng(7)
-        texts = [" ".join(rng.choice(words, size=int(rng.lognormal(5.3, 0.4)))) for _ in range(5000)]
-        return texts, [f"document {i}" for i in range(len(texts))]
-
-    def vectors(self, n: int) -> np.ndarray:
-        """``(n, 384)`` unit vectors near random centres."""
-        centres = self.centres[self.rng.integers(0, CENTRES, n)]
-        return self._unit(centres + self.rng.normal(scale=1.0 / np.sqrt(DIM), size=(n, DIM)))
+        files = [datasets / name / "corpus.jsonl" for name in SETS]
+        rows = [json.loads(line) for file in files if file.is_file() for line in file.open(encoding="utf-8")]
+        self.rows = [(row.get("title", ""), row["text"]) for row in rows if row.get("text", "").strip()]
+        self.sampler = RealShaped(real)
 
     def documents(self, start: int, n: int) -> list[dict]:
-        m = len(self.texts)
+        """Documents ``start .. start + n - 1``, ids ``doc-{i}``."""
+        m = len(self.rows)
         return [
-            {
-                "id": f"doc-{i}",
-                "title": self.titles[i % m],
-                "text": self.texts[i % m],
-                "metadata": {"bucket": i % 100, "year": 1990 + i % 30},
-            }
+            {"id": f"doc-{i}", "title": self.rows[i % m][0], "text": self.rows[i % m][1],
+             "metadata": {"bucket": i % BUCKETS, "year": 1990 + i % 30}}
             for i in range(start, start + n)
-        ]
+        ]  # fmt: skip
+
+    def vectors(self, start: int, n: int) -> np.ndarray:
+        """``(n, 384)`` float32 unit rows for documents ``start ..``, drawn with seed ``start``."""
+        return self.sampler.sample(n, seed=start)
 
 
-def build(path: Path, n: int, corpus: Corpus, embedder) -> float:
-    """A collection of ``n`` one-chunk documents, compacted into one segment; returns seconds."""
+class Phases:
+    """Seconds of each piece of a collection's work it times from now on (``commit``, ``merge``, ``dense``, ...)."""
+
+    def __init__(self, col) -> None:
+        self.seconds: dict[str, list[float]] = defaultdict(list)
+        col.timings.listen(lambda name, seconds: self.seconds[name].append(seconds))
+
+    def total(self, name: str) -> float:
+        return sum(self.seconds.get(name, ()))
+
+    def medians_ms(self) -> dict[str, float]:
+        return {name: statistics.median(times) * 1000 for name, times in self.seconds.items()}
+
+
+def documents_in(path: Path) -> int:
+    """Documents the collection at ``path`` holds (0 when there is none)."""
     from retriever import Collection
+    from retriever.storage.manifest import MANIFEST
 
+    if not (path / MANIFEST).exists():
+        return 0
+    with Collection.open(path) as col:
+        return len(col)
+
+
+def build(path: Path, n: int, corpus: Corpus, codes: str, commit_docs: int) -> dict:
+    """Fill the collection at ``path`` (created with ``codes``) up to ``n`` documents in commits of ``commit_docs``
+    after those it holds: where it started, seconds in all, in commits (merges included) and in merges."""
+    from retriever import Collection, Embedder
+    from retriever.search.vector_index import IndexPolicy
+
+    held = documents_in(path)
+    if not held:
+        shutil.rmtree(path, ignore_errors=True)  # killed before its manifest was written
+    col = Collection.open(path) if held else Collection.create(path, Embedder(), index_policy=IndexPolicy(codes=codes))
+    phases = Phases(col)
     began = time.perf_counter()
-    with Collection.create(path, embedder) as col:
-        for start in range(0, n, BATCH):
-            size = min(BATCH, n - start)
-            col.add(corpus.documents(start, size), vectors=corpus.vectors(size))
-            print(f"    {start + size:>9,} / {n:,} documents  {time.perf_counter() - began:7.1f} s", flush=True)
-        col.compact()
-    return time.perf_counter() - began
+    with col:
+        for start in range(held, n, commit_docs):
+            size = min(commit_docs, n - start)
+            col.add(corpus.documents(start, size), vectors=corpus.vectors(start, size))
+            print(f"    {start + size:>10,} / {n:,} documents  {time.perf_counter() - began:8.1f} s  "
+                  f"({phases.total('merge'):.1f} s merging)  {len(col.reader.current().parts)} segments", flush=True)
+    return {"from_documents": held, "seconds": time.perf_counter() - began,
+            "commit_s": phases.total("commit"), "merge_s": phases.total("merge")}  # fmt: skip
 
 
-def time_commits(path: Path, corpus: Corpus, commits: int) -> list[tuple[float, int]]:
-    """Seconds and bytes written of each commit of 1,000 new documents into the collection at ``path``."""
+def measure(base: Path, state: str, queries: Queries, corpus: Corpus, commits: int) -> dict:
+    """The figures of one ``state`` of the collection at ``base``, taken on a snapshot of it (removed after)."""
     from retriever import Collection
 
-    out = []
-    with Collection.open(path) as col:
-        col.search(vector=corpus.vectors(1)[0], k=1)  # the reader's view is loaded before the timings
-        first = len(col)
-        for c in range(commits):
-            docs = corpus.documents(first + c * COMMIT_DOCS, COMMIT_DOCS)
-            vectors = corpus.vectors(COMMIT_DOCS)
-            before = _files(path)
-            began = time.perf_counter()
-            col.add(docs, vectors=vectors)
-            seconds = time.perf_counter() - began
-            after = _files(path)
-            # new files whole; files that grew (the catalog, its log) by their growth
-            written = sum(size - before.get(name, 0) for name, size in after.items() if size > before.get(name, 0))
-            out.append((seconds, written))
-    return out
-
-
-def _files(root: Path) -> dict[str, int]:
-    return {str(p): p.stat().st_size for p in root.rglob("*") if p.is_file()}
-
-
-def search_figures(path: Path, corpus: Corpus, queries: int) -> dict:
-    """Latency and recall of dense, hybrid and filtered search in this process."""
-    from retriever import Collection
-
-    rng = np.random.default_rng(99)
-    vectors = corpus.vectors(queries)
-    words = [t.split() for t in corpus.texts[:queries]]
-    texts = [" ".join(w[j] for j in sorted(rng.choice(len(w), size=min(4, len(w)), replace=False))) for w in words]
-    out: dict = {}
-    with Collection.open(path) as col:
-        col.search(vector=vectors[0], k=10)  # load the view outside the timings
-        exact = [{h.id for h in col.search(vector=v, k=10, exact=True)} for v in vectors]
-
-        def dense() -> dict:
-            times, recalls = [], []
-            for v, truth in zip(vectors, exact):
+    work = base.with_name(f"{base.name}-{state}")
+    shutil.rmtree(work, ignore_errors=True)  # left by an interrupted run
+    with Collection.open(base) as col:
+        col.snapshot(work)
+    try:
+        out = {}
+        with Collection.open(work) as col:
+            if state == "compacted":
                 began = time.perf_counter()
-                hits = col.search(vector=v, k=10)
-                times.append(time.perf_counter() - began)
-                recalls.append(len({h.id for h in hits} & truth) / 10)
-            return _percentiles(times) | {"recall_at_10": float(np.mean(recalls))}
-
-        out["dense"] = dense()
-        # how latency would grow on data that needs more probes (real MiniLM
-        # embeddings of SciFact needed 16 of 128 lists): the same searches, nprobe forced
-        ivf = [p.segment.index.index for p in col.reader.current().parts if p.segment.index_type == "ivf"]
-        tuned = [index.nprobe for index in ivf]
-        out["dense_nprobe"] = {}
-        for nprobe in (8, 32, 128):
-            for index in ivf:
-                index.nprobe = min(nprobe, index.nlist)
-            out["dense_nprobe"][nprobe] = dense()
-        for index, value in zip(ivf, tuned):
-            index.nprobe = value
-        out["hybrid"] = _percentiles(_timed(lambda i: col.search(texts[i], vector=vectors[i], k=10), queries))
-        out["bm25"] = _percentiles(_timed(lambda i: col.search(texts[i], k=10, mode="bm25"), queries))
-        filtered_counts = []
-
-        def filtered(i):
-            hits = col.search(vector=vectors[i], k=10, where={"bucket": int(i % 100)})
-            filtered_counts.append(len(hits))
-
-        out["filtered_1pct"] = _percentiles(_timed(filtered, queries)) | {"min_hits": min(filtered_counts)}
-        out["segments"] = [(s["chunks"], s["index"]) for s in col.info()["segments"]]
+                col.compact()
+                out["compact_s"] = time.perf_counter() - began
+            out |= footprint(col) | search_figures(col, queries)
+        out["reader"] = reader_memory(work, queries)
+        out["commits"] = time_commits(work, corpus, commits)
+    finally:
+        shutil.rmtree(work)
     return out
+
+
+def footprint(col) -> dict:
+    """Counts, bytes on disk, resident index bytes (every ``vectors.faiss``), raw vector bytes, the segments."""
+    from retriever.search.vector_index import INDEX_FILE
+    from retriever.storage.segment import SEGMENTS_DIR
+
+    info = col.info()
+    segments = []
+    for s in info["segments"]:
+        index_bytes = (col.root / SEGMENTS_DIR / s["name"] / INDEX_FILE).stat().st_size
+        segments.append({"chunks": s["chunks"], **s["index"], "index_bytes": index_bytes})
+    return {"documents": info["documents"], "chunks": info["chunks"], "disk_bytes": info["size_bytes"],
+            "resident_index_bytes": sum(s["index_bytes"] for s in segments),
+            "raw_vector_bytes": info["chunks"] * DIM * 4, "segments": segments}  # fmt: skip
+
+
+def search_figures(col, queries: Queries) -> dict:
+    """Latency of dense (recall@10 against exact), 1%-filtered, BM25 and hybrid (phases) search, one at a time."""
+    vectors, texts, n = queries.vectors, queries.texts, len(queries.vectors)
+    col.search(texts[0], vector=vectors[0], k=10)  # the view and BM25 statistics loaded outside the timings
+    exact = [{hit.id for hit in col.search(vector=v, k=10, exact=True)} for v in vectors]
+    found, counts = [], []
+    dense = _timed(lambda i: found.append({hit.id for hit in col.search(vector=vectors[i], k=10)}), n)
+    recall = float(np.mean([len(hits & truth) / max(1, len(truth)) for hits, truth in zip(found, exact)]))
+    where = [{"bucket": i % BUCKETS} for i in range(n)]
+    filtered = _timed(lambda i: counts.append(len(col.search(vector=vectors[i], k=10, where=where[i]))), n)
+    bm25 = _timed(lambda i: col.search(texts[i], k=10, mode="bm25"), n)
+    phases = Phases(col)
+    hybrid = _timed(lambda i: col.search(texts[i], vector=vectors[i], k=10), n)
+    return {
+        "dense": _percentiles(dense) | {"recall_at_10": recall},
+        "filtered_1pct": _percentiles(filtered) | {"min_hits": min(counts)},
+        "bm25": _percentiles(bm25),
+        "hybrid": _percentiles(hybrid) | {"phases_p50_ms": phases.medians_ms()},
+    }
 
 
 def _timed(call, n: int) -> list[float]:
@@ -191,154 +252,148 @@ def _percentiles(times: list[float]) -> dict:
     return {"p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))]}
 
 
-def demo_figures(path: Path, rounds: int = 30) -> dict:
-    """Search latency on the standard-library demo (``make demo``), query encoding excluded.
-
-    BM25 needs no encoding; for dense and hybrid each query's vector is
-    computed once beforehand and passed in, so the time is the ranking and
-    snippet work after encoding.
-    """
-    from indexer.stdlib_docs import QUERIES
-    from retriever import Collection
-
-    out: dict = {}
-    with Collection.open(path) as col:
-        vectors = {query: col.embed([query])[0] for query, _ in QUERIES}
-        col.search(QUERIES[0][0], k=3, mode="bm25")
-        for mode in ("bm25", "dense", "hybrid"):
-            times = []
-            for _ in range(rounds):
-                for query, where in QUERIES:
-                    kwargs = {"k": 3, "where": where, "mode": mode}
-                    if mode != "bm25":
-                        kwargs["vector"] = vectors[query]
-                    began = time.perf_counter()
-                    col.search(query, **kwargs)
-                    times.append(time.perf_counter() - began)
-            out[mode] = _percentiles(times)
-        out["documents"], out["chunks"] = col.catalog.counts()
-    return out
-
-
 READER = """
-import sys, json, numpy as np
+import json, sys
+import numpy as np
 from retriever import Collection
+
+def resident():
+    kb = dict(line.split()[:2] for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
+    return {"private_bytes": int(kb["RssAnon:"]) * 1024, "file_bytes": int(kb["RssFile:"]) * 1024}
+
 col = Collection.open(sys.argv[1])
-rng = np.random.default_rng(5)
-for _ in range(int(sys.argv[2])):
-    v = rng.normal(size=384).astype("float32")
-    col.search(vector=v, k=10)
-    col.search("protein expression in cancer cells", vector=v, k=10)
-status = {l.split(":")[0]: int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith(("VmRSS", "RssAnon", "RssFile"))}
-print(json.dumps({"rss_bytes": status["VmRSS"], "private_bytes": status.get("RssAnon"), "file_bytes": status.get("RssFile")}))
+vectors, texts = np.load(sys.argv[2]), json.load(open(sys.argv[3]))
+col.search(vector=vectors[0], k=10)
+opened = resident()
+for vector, text in zip(vectors, texts):
+    col.search(vector=vector, k=10)
+    col.search(text, vector=vector, k=10)
+print(json.dumps({"opened": opened, "searched": resident()}))
 """
 
 
-def reader_memory(path: Path, searches: int) -> dict:
-    """Resident memory of a fresh process that opened the collection and searched.
-
-    Returns:
-        ``{"rss_bytes", "private_bytes", "file_bytes"}``: all resident pages, the
-        process's own (anonymous) ones, and mapped file pages (shared between
-        processes serving one collection, and reclaimable by the kernel).
-    """
+def reader_memory(path: Path, queries: Queries) -> dict:
+    """Resident memory of a fresh process serving the collection at ``path``, after its first search and after
+    a dense and a hybrid search per query: ``{"opened" | "searched": {"private_bytes", "file_bytes"}}``."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    result = subprocess.run(
-        [sys.executable, "-c", READER, str(path), str(searches)], capture_output=True, text=True, env=env, check=True
-    )
+    command = [sys.executable, "-c", READER, str(path), *map(str, queries.files)]
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode:
+        raise SystemExit(f"the reader process failed:\n{result.stderr}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000,1000000", help="collection sizes in chunks")
-    parser.add_argument("--commits", type=int, default=5, help="timed commits of 1,000 documents per size")
-    parser.add_argument("--queries", type=int, default=200, help="queries for the search figures")
-    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
-    parser.add_argument("--workdir", type=Path, default=BENCH / "scale")
-    parser.add_argument("--reuse", action="store_true", help="measure collections a previous run built (no rebuild)")
-    parser.add_argument("--build-only", action="store_true", help="build the collections, measure nothing")
-    parser.add_argument("--demo", type=Path, default=REPO / ".demo" / "collection",
-                        help="the standard-library demo collection to time (skipped when absent; make demo builds it)")
-    args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",")]
+def time_commits(path: Path, corpus: Corpus, commits: int) -> list[dict]:
+    """Seconds and bytes written (new files and growth) of ``commits`` commits of 1,000 documents into ``path``."""
+    from retriever import Collection
 
-    from retriever import Collection, Embedder
-
-    embedder = Embedder()  # the model identity only: nothing is encoded
-    corpus = Corpus(args.datasets)
-    print(f"machine: {machine()}")
-    results: dict = {"machine": machine(), "sizes": {}}
-    for n in sizes:
-        path = args.workdir / f"n{n}"
-        if args.reuse and (path / "manifest.json").exists():
-            build_seconds = None  # built by an earlier run
-        else:
-            if path.exists():
-                shutil.rmtree(path)
-            print(f"building {n:,} chunks ...", flush=True)
-            build_seconds = build(path, n, corpus, embedder)
-        if args.build_only:
-            continue
-        commits = time_commits(path, corpus, args.commits)
-        results["sizes"][n] = {
-            "build_s": build_seconds,
-            "commit_s": [c[0] for c in commits],
-            "commit_bytes": [c[1] for c in commits],
-        }
-        print(f"  commit of 1,000 into {n:,}: median {statistics.median(c[0] for c in commits) * 1000:.0f} ms", flush=True)
-    if args.build_only:
-        return 0
-    largest = max(sizes)
-    path = args.workdir / f"n{largest}"
-    corpus = Corpus(args.datasets, seed=1)
-    figures = search_figures(path, corpus, args.queries)
-    memory = reader_memory(path, args.queries)
-    figures["reader_rss_bytes"] = memory["rss_bytes"]
-    figures["reader_private_bytes"] = memory["private_bytes"]
-    figures["disk_bytes"] = sum(_files(path).values())
+    out = []
     with Collection.open(path) as col:
-        figures["raw_vector_bytes"] = col.catalog.counts()[1] * DIM * 4
-    results["largest"] = {"chunks": largest, **figures}
-    if (args.demo / "manifest.json").exists():
-        results["demo"] = demo_figures(args.demo)
-    BENCH.mkdir(parents=True, exist_ok=True)
-    (BENCH / "scale.json").write_text(json.dumps(results, indent=2))
-    print_table(results)
+        col.search(vector=corpus.vectors(0, 1)[0], k=1)  # the view loaded before the timings
+        first = len(col)
+        for c in range(commits):
+            start = first + c * COMMIT_DOCS
+            docs, vectors = corpus.documents(start, COMMIT_DOCS), corpus.vectors(start, COMMIT_DOCS)
+            before, began = _files(path), time.perf_counter()
+            col.add(docs, vectors=vectors)
+            seconds = time.perf_counter() - began
+            grown = [size - before.get(name, 0) for name, size in _files(path).items()]
+            out.append({"seconds": seconds, "bytes_written": sum(g for g in grown if g > 0)})
+    return out
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_size for p in root.rglob("*") if p.is_file()}
+
+
+def main(argv=None) -> int:
+    args = _arguments(argv)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    real, query_vectors, texts = real_data(args.datasets, args.workdir / "real")
+    queries = draw_queries(query_vectors, texts, args.queries, args.workdir / "real")
+    corpus = Corpus(args.datasets, real)
+    settings = {"codes": args.codes, "commit_docs": args.commit_docs, "queries": len(queries.texts),
+                "real_chunks": len(real), "real_queries": len(texts), "corpus_rows": len(corpus.rows)}
+    previous = json.loads(args.out.read_text()) if args.out.exists() else {}
+    results = previous if previous.get("settings") == settings else {"settings": settings, "sizes": {}}
+    results["machine"] = machine()
+    print(f"machine: {results['machine']}\n{results['settings']}", flush=True)
+    for n in sizes:
+        path = args.workdir / f"n{n}-{args.codes}"
+        row = results["sizes"].setdefault(str(n), {})
+        complete = documents_in(path) >= n
+        if complete and args.reuse:
+            row.setdefault("build", {"reused": True})  # what built it, when this file saw it
+        else:
+            if complete:
+                shutil.rmtree(path)
+            print(f"building {n:,} documents in {path} ...", flush=True)
+            row["build"] = build(path, n, corpus, args.codes, args.commit_docs)
+        _write(results, args.out)
+        for state in () if args.build_only else STATES:
+            print(f"  measuring {n:,} {state} ...", flush=True)
+            row[state] = measure(path, state, queries, corpus, args.commits)
+            _write(results, args.out)
+            print_rows({str(n): {state: row[state]}})
+    if not args.build_only:
+        print(f"\nmachine: {results['machine']}")
+        print_rows(results["sizes"])
     return 0
 
 
-def print_table(results: dict) -> None:
-    print(f"\nmachine: {results['machine']}")
-    base = None
-    print(f"{'collection (chunks)':>20}  {'commit 1,000 p50':>16}  {'vs smallest':>11}  {'bytes written':>13}  {'build':>8}")
-    for n, row in results["sizes"].items():
-        median = statistics.median(row["commit_s"])
-        base = base or median
-        written = statistics.median(row["commit_bytes"])
-        build = "reused" if row["build_s"] is None else f"{row['build_s']:.0f} s"
-        print(f"{int(n):>20,}  {median * 1000:>13.0f} ms  {median / base:>10.2f}x  {written / 1e6:>10.2f} MB  {build:>8}")
-    big = results["largest"]
-    print(f"\nat {big['chunks']:,} chunks (+ the commits), segments: {big['segments']}")
-    dense = big["dense"]
-    print(f"  dense    p50 {dense['p50_ms']:6.2f} ms  p99 {dense['p99_ms']:6.2f} ms  recall@10 vs exact {dense['recall_at_10']:.3f}")
-    for nprobe, row in big.get("dense_nprobe", {}).items():
-        print(f"  dense, nprobe forced to {nprobe:>3}: p50 {row['p50_ms']:6.2f} ms  p99 {row['p99_ms']:6.2f} ms  "
-              f"recall@10 {row['recall_at_10']:.3f}")
-    for mode in ("hybrid", "bm25", "filtered_1pct"):
-        row = big[mode]
-        extra = f"  fewest hits {row['min_hits']}" if "min_hits" in row else ""
-        print(f"  {mode:<8} p50 {row['p50_ms']:6.2f} ms  p99 {row['p99_ms']:6.2f} ms{extra}")
-    print(
-        f"  reader RSS {big['reader_rss_bytes'] / 1e9:.2f} GB (private {(big.get('reader_private_bytes') or 0) / 1e9:.2f} GB, "
-        f"the rest shared file pages), disk {big['disk_bytes'] / 1e9:.2f} GB, "
-        f"raw vectors {big['raw_vector_bytes'] / 1e9:.2f} GB"
-    )
-    if "demo" in results:
-        demo = results["demo"]
-        print(f"\nstandard-library demo ({demo['documents']} documents, {demo['chunks']} chunks), query encoding excluded:")
-        for mode in ("bm25", "dense", "hybrid"):
-            print(f"  {mode:<8} p50 {demo[mode]['p50_ms']:6.2f} ms  p99 {demo[mode]['p99_ms']:6.2f} ms")
+def _arguments(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000", help="collection sizes in documents (= chunks)")
+    parser.add_argument("--commit-docs", type=int, default=20_000, help="documents per commit of the build")
+    parser.add_argument("--queries", type=int, default=300, help="real queries for the search figures")
+    parser.add_argument("--commits", type=int, default=3, help="timed commits of 1,000 documents per state")
+    parser.add_argument("--codes", default="compressed", choices=("float32", "compressed", "always"),
+                        help="IndexPolicy.codes of the collections (default compressed)")
+    parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
+    parser.add_argument("--workdir", type=Path, default=BENCH / "scale")
+    parser.add_argument("--out", type=Path, default=BENCH / "scale.json")
+    parser.add_argument("--reuse", action="store_true", help="keep complete collections (else rebuilt)")
+    parser.add_argument("--build-only", action="store_true", help="build (or resume) the collections, measure nothing")
+    return parser.parse_args(argv)
+
+
+def _write(results: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".tmp").write_text(json.dumps(results, indent=2))
+    out.with_suffix(".tmp").replace(out)
+
+
+def print_rows(sizes: dict) -> None:
+    """A row per size and state measured (searches | costs), each followed by its segments and hybrid phases."""
+    print(f"{'documents':>10} {'state':<11} {'chunks':>10} {'dense p50':>9} {'p99':>7} {'R@10':>5} {'hybrid':>7} "
+          f"{'bm25':>7} {'1% filt':>7} {'hits':>4} | {'commit':>7} {'compact':>8} {'private':>8} {'file':>8} "
+          f"{'resident':>9} {'raw':>8} {'disk':>8}")
+    for n, row in sizes.items():
+        for state in (state for state in STATES if state in row):
+            s = row[state]
+            commit = statistics.median(c["seconds"] for c in s["commits"]) * 1000
+            compact = f"{s['compact_s']:.1f} s" if "compact_s" in s else "-"
+            memory, dense = s["reader"]["searched"], s["dense"]
+            print(f"{int(n):>10,} {state:<11} {s['chunks']:>10,} {dense['p50_ms']:>6.2f} ms {dense['p99_ms']:>7.2f} "
+                  f"{dense['recall_at_10']:>5.3f} {s['hybrid']['p50_ms']:>7.2f} {s['bm25']['p50_ms']:>7.2f} "
+                  f"{s['filtered_1pct']['p50_ms']:>7.2f} {s['filtered_1pct']['min_hits']:>4} | {commit:>4.0f} ms "
+                  f"{compact:>8} {_mb(memory['private_bytes'])} {_mb(memory['file_bytes'])} "
+                  f" {_mb(s['resident_index_bytes'])} {_mb(s['raw_vector_bytes'])} {_mb(s['disk_bytes'])}")
+            phases = ", ".join(f"{k} {v:.2f}" for k, v in s["hybrid"]["phases_p50_ms"].items())
+            print(f"{'':>22} segments: {_segments(s['segments'])}; hybrid phases p50 ms: {phases}")
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:>5.0f} MB"
+
+
+def _segments(segments: list[dict]) -> str:
+    """``"3 flat (60,000 chunks), 1 ivf-rabitq nlist 256 nprobe 8 (40,000 chunks)"``."""
+    groups: dict[str, list[int]] = defaultdict(list)
+    for s in segments:
+        settings = "".join(f" {k} {s[k]}" for k in ("nlist", "nprobe", "rescore") if k in s)
+        groups[f"{s['type']}{settings}"].append(s["chunks"])
+    return ", ".join(f"{len(chunks)} {kind} ({sum(chunks):,} chunks)" for kind, chunks in groups.items())
 
 
 if __name__ == "__main__":

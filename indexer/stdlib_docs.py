@@ -3,7 +3,7 @@
 Every machine with Python has this text: one document per module, built from
 the module's docstring and the signatures and docstrings of its public
 functions, classes and methods. ``make demo`` (``app/demo.py``) indexes it and
-runs ``QUERIES``; ``benchmarks/scale.py`` times the same queries.
+runs ``QUERIES``.
 """
 
 from __future__ import annotations
