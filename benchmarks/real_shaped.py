@@ -16,12 +16,16 @@ occupy, never a copy of one. ``describe`` compares the real and synthetic
 neighbourhoods (each real query's best cosine, and each sample's nearest
 neighbour) so a run shows how close the model came. ``query_texts`` gives the
 queries' texts in the order of their vectors; ``clustered`` the easier
-isotropic clusters real-shaped vectors replace.
+isotropic clusters real-shaped vectors replace. ``MixedTexts`` makes any
+number of document texts of real length and vocabulary, none a copy of
+another (cycled copies would tie every query's best documents, so no BM25
+range could ever be skipped).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -76,6 +80,35 @@ def clustered(n: int, seed: int = 0, centres: int = 2_000) -> np.ndarray:
     dim = 384
     centre = _unit(np.random.default_rng(1234).normal(size=(centres, dim)))[rng.integers(0, centres, n)]
     return _unit(centre + rng.normal(scale=1.0 / np.sqrt(dim), size=(n, dim)))
+
+
+class MixedTexts:
+    """Document texts shaped like real ones: ``text(i)`` keeps about half the sentences of real document
+    ``i mod R`` (its topic and title) and fills up to that document's length with sentences of other
+    real documents, drawn with seed ``i``; so lengths, vocabulary and term frequencies stay real while
+    no two documents are copies.
+
+    Args:
+        rows: ``(title, text)`` of the real documents.
+    """
+
+    def __init__(self, rows: list[tuple[str, str]]) -> None:
+        self.rows = rows
+        self.sentences = [re.split(r"(?<=[.!?])\s+", text.strip()) for _, text in rows]
+        self.pool = [sentence for sentences in self.sentences for sentence in sentences]
+
+    def __call__(self, i: int) -> tuple[str, str]:
+        """``(title, text)`` of document ``i``."""
+        title, text = self.rows[i % len(self.rows)]
+        rng = np.random.default_rng(i)
+        own = self.sentences[i % len(self.rows)]
+        kept = [sentence for sentence, keep in zip(own, rng.random(len(own)) < 0.5) if keep]
+        length = sum(len(sentence) + 1 for sentence in kept)
+        while length < len(text):
+            sentence = self.pool[int(rng.integers(len(self.pool)))]
+            kept.append(sentence)
+            length += len(sentence) + 1
+        return title, " ".join(kept)
 
 
 class RealShaped:

@@ -7,13 +7,14 @@ Data. Document vectors are shaped like real all-MiniLM-L6-v2 chunk embeddings
 (``benchmarks.real_shaped``: between two real members of a k-means cluster of
 the real chunk vectors of the five shared BEIR sets), a batch starting at
 document i drawn with seed i, so a resumed build goes on as an unbroken one.
-Document i has the title and text of row i mod R of the five corpora (real
-texts of real length, cycled), metadata ``{"bucket": i % 100, "year": 1990 +
-i % 30}`` (``where={"bucket": b}`` keeps 1%), and its vector as its one chunk
-(as ``add(..., vectors=)`` stores it): N documents are N chunks. Queries are
-real: a fixed draw of ``--queries`` of the sets' queries, their MiniLM
-embeddings and texts, never points of the indexed data. The real arrays are
-cached in the workdir.
+Document i has the title of row i mod R of the five corpora and a text of
+that row's length: about half its sentences, the rest from other rows
+(``real_shaped.MixedTexts``: real vocabulary and lengths, no copies, which
+would tie every query's best documents), metadata ``{"bucket": i % 100,
+"year": 1990 + i % 30}`` (``where={"bucket": b}`` keeps 1%), its vector its one
+chunk: N documents are N chunks. Queries are real: a fixed draw of
+``--queries`` of the sets' queries, their MiniLM embeddings and texts, never
+points of the indexed data. The real arrays are cached in the workdir.
 
 Build. Each size is its own collection (``IndexPolicy(codes=--codes)``),
 filled by commits of ``--commit-docs`` documents through ``Collection.add``
@@ -107,24 +108,23 @@ def draw_queries(vectors: np.ndarray, texts: list[str], n: int, cache: Path) -> 
 
 
 class Corpus:
-    """The benchmark's document ``i``: real title and text (the five corpora's rows, cycled), 1% buckets,
+    """The benchmark's document ``i``: a real title, a text mixed from real sentences to real length
+    (``real_shaped.MixedTexts``), 1% buckets,
     and a real-shaped vector (``real``: ``(r, 384)`` real chunk vectors the sampler is fitted to)."""
 
     def __init__(self, datasets: Path, real: np.ndarray):
-        from benchmarks.real_shaped import SETS, RealShaped
+        from benchmarks.real_shaped import SETS, MixedTexts, RealShaped
 
         files = [datasets / name / "corpus.jsonl" for name in SETS]
         rows = [json.loads(line) for file in files if file.is_file() for line in file.open(encoding="utf-8")]
-        self.rows = [(row.get("title", ""), row["text"]) for row in rows if row.get("text", "").strip()]
+        self.texts = MixedTexts([(row.get("title", ""), row["text"]) for row in rows if row.get("text", "").strip()])
         self.sampler = RealShaped(real)
 
     def documents(self, start: int, n: int) -> list[dict]:
         """Documents ``start .. start + n - 1``, ids ``doc-{i}``."""
-        m = len(self.rows)
         return [
-            {"id": f"doc-{i}", "title": self.rows[i % m][0], "text": self.rows[i % m][1],
-             "metadata": {"bucket": i % BUCKETS, "year": 1990 + i % 30}}
-            for i in range(start, start + n)
+            {"id": f"doc-{i}", "title": title, "text": text, "metadata": {"bucket": i % BUCKETS, "year": 1990 + i % 30}}
+            for i, (title, text) in ((i, self.texts(i)) for i in range(start, start + n))
         ]  # fmt: skip
 
     def vectors(self, start: int, n: int) -> np.ndarray:
@@ -313,7 +313,7 @@ def main(argv=None) -> int:
     queries = draw_queries(query_vectors, texts, args.queries, args.workdir / "real")
     corpus = Corpus(args.datasets, real)
     settings = {"codes": args.codes, "commit_docs": args.commit_docs, "queries": len(queries.texts),
-                "real_chunks": len(real), "real_queries": len(texts), "corpus_rows": len(corpus.rows)}
+                "real_chunks": len(real), "real_queries": len(texts), "corpus_rows": len(corpus.texts.rows)}
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     results = previous if previous.get("settings") == settings else {"settings": settings, "sizes": {}}
     results["machine"] = machine()

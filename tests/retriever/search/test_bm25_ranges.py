@@ -1,13 +1,14 @@
-"""BM25 that skips row ranges: the exhaustive answer, bit for bit, from fewer postings."""
+"""BM25 that skips (MaxScore over per-segment term bounds): the exhaustive answer, bit for bit, from fewer postings."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from retriever.search import bm25_ranges
+from retriever.search import bm25_maxscore
 from retriever.search.bm25 import Postings, bm25_top
-from retriever.search.bm25_ranges import RangeBounds, bm25_top_skipping
+from retriever.search.bm25_maxscore import bm25_top_maxscore
+from retriever.search.bm25_ranges import RangeBounds
 
 VOCABULARY = [f"w{i}" for i in range(3000)]
 
@@ -44,11 +45,11 @@ def test_skipping_returns_exhaustive_bm25_bit_for_bit(seed):
                                  allowed_share=[None, 0.5, 0.01, None][seed % 4])
     bounds = [RangeBounds.build(p, lengths, rows_per_range=int(rng.choice([16, 64, 1024]))) for p, lengths, _, _ in parts]
     for _ in range(15):
-        query = [VOCABULARY[int(t)] for t in rng.zipf(1.2, size=rng.integers(1, 9)) % len(VOCABULARY)]
+        query = [VOCABULARY[int(t)] for t in rng.zipf(1.2, size=rng.integers(1, 30)) % len(VOCABULARY)]
         query += ["not-a-term"] if rng.random() < 0.2 else []
         for k in (1, 10, 100):
             expected = bm25_top(parts, query, k, 0.9, 0.4, totals=totals)
-            assert bm25_top_skipping(parts, bounds, query, k, 0.9, 0.4, totals=totals) == expected
+            assert bm25_top_maxscore(parts, bounds, query, k, 0.9, 0.4, totals=totals) == expected
 
 
 def test_ties_break_by_part_then_row_in_both():
@@ -58,31 +59,31 @@ def test_ties_break_by_part_then_row_in_both():
     query = [postings.terms[int(np.argmax(np.diff(postings.indptr)))]]  # the commonest word
     totals = (100, float(2 * lengths.sum()))
     for k in (1, 7, 60):
-        top = bm25_top_skipping(twice, bounds, query, k, 0.9, 0.4, totals=totals)
+        top = bm25_top_maxscore(twice, bounds, query, k, 0.9, 0.4, totals=totals)
         assert top == bm25_top(twice, query, k, 0.9, 0.4, totals=totals)
     assert [part for part, _, _ in top[:2]] == [0, 1]  # a tied pair: the first segment's row first
 
 
-def test_it_skips_ranges_that_cannot_reach_the_top(monkeypatch):
+def test_documents_holding_only_weak_terms_are_never_scored(monkeypatch):
     postings, lengths = zipf_segment(20_000, seed=5)
     part = [(postings, lengths, None, None)]
     bounds = [RangeBounds.build(postings, lengths, rows_per_range=256)]
     scored: list[int] = []
-    original = bm25_ranges._score_ranges
+    original = bm25_maxscore._score_rows
 
-    def counting(part, part_bounds, ids, chosen, *args):
-        scored.append(len(chosen))
-        return original(part, part_bounds, ids, chosen, *args)
+    def counting(part, part_spans, rows, *args):
+        scored.append(len(rows))
+        return original(part, part_spans, rows, *args)
 
-    monkeypatch.setattr(bm25_ranges, "_score_ranges", counting)
+    monkeypatch.setattr(bm25_maxscore, "_score_rows", counting)
     df = np.diff(postings.indptr)
-    rarest = [int(t) for t in np.argsort(df, kind="stable") if df[t] > 0][:2]
-    assert df[rarest].sum() < 60
-    query = [postings.terms[int(np.argmax(df))], *(postings.terms[t] for t in rarest)]  # the commonest, two rare
+    common = [int(t) for t in np.argsort(-df, kind="stable")[:3]]
+    rare = [int(t) for t in np.argsort(df, kind="stable") if 5 <= df[t] <= 20][:2]
+    query = [postings.terms[t] for t in (*common, *rare)]  # three common words, two rare ones
     totals = (20_000, float(lengths.sum()))
-    top = bm25_top_skipping(part, bounds, query, 3, 0.9, 0.4, totals=totals)
+    top = bm25_top_maxscore(part, bounds, query, 3, 0.9, 0.4, totals=totals)
     assert top == bm25_top(part, query, 3, 0.9, 0.4, totals=totals)
-    assert sum(scored) < bounds[0].n_ranges / 2  # most ranges hold only the common word: never scored
+    assert sum(scored) <= df[rare].sum() < df[common].sum() / 20  # only documents with a rare word are scored
 
 
 def test_bounds_cover_every_posting_once():
