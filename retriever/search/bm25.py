@@ -55,21 +55,15 @@ class Analyzer:
     def term_spans(self, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
         """``(start, end, term)`` of every word of ``text`` that analyses to one of ``terms``; offsets in ``text``.
 
-        The words are found and stemmed once each (distinct words only); only
-        when some match is the text scanned again, for those words alone.
+        One scan for the words; each distinct word is stemmed once.
         """
-        unique = list(set(_TOKEN.findall(text.lower())) - self._stopwords)
+        words = [(match.start(), match.end(), match.group().lower()) for match in _TOKEN.finditer(text)]
+        unique = list({word for _, _, word in words} - self._stopwords)
         stems = self._stemmer.stemWords(unique) if self._stemmer else unique
         wanted = {word: stem for word, stem in zip(unique, stems) if stem in terms}
         if not wanted:
             return []
-        pattern = re.compile(r"(?i)\b(?:" + "|".join(map(re.escape, sorted(wanted, key=len, reverse=True))) + r")\b")
-        spans = []
-        for match in pattern.finditer(text):
-            stem = wanted.get(match.group().lower())
-            if stem is not None:
-                spans.append((match.start(), match.end(), stem))
-        return spans
+        return [(start, end, wanted[word]) for start, end, word in words if word in wanted]
 
     def positions(self, text: str) -> tuple[np.ndarray, list[str]]:
         """Every index term of ``text`` with the character offset of its word.

@@ -61,8 +61,8 @@ class IndexPolicy:
             for (default 10; at least 100 in all); a build may raise it (up
             to 8 times) where the codes need more to reach ``target_recall``.
         probe_ratio: Where ``nprobe`` is tuned: probes' median best cosine as a
-            share of rows' median nearest-neighbour cosine (default 0.78, where
-            real queries sit; see ``probe_queries``).
+            share of rows' median nearest-neighbour cosine (default 0.75, a little
+            below where real queries sit; see ``ivf_tuning.probe_queries``).
     """
 
     ann_min_rows: int = 32_768
@@ -70,7 +70,7 @@ class IndexPolicy:
     exact_max_rows: int = 20_000
     codes: str = "compressed"
     rescore: int = 10
-    probe_ratio: float = 0.78
+    probe_ratio: float = 0.75
 
     def __post_init__(self) -> None:
         if self.codes not in CODES:

@@ -31,7 +31,8 @@ from retriever.storage.view import SegmentView
 @dataclass(frozen=True)
 class MergePolicy:
     """Attributes:
-    factor: Segments per tier before they merge (default 10).
+    factor: Segments per tier before they merge (default 4: each IVF segment costs a search about
+        0.4 ms, so fewer, larger ones; a chunk is rewritten about 3 times on the way to a million).
     floor_chunks: Segments below this size count as this size (default 1,000).
     small_factor: Segments in tier 0 (under ``floor_chunks * factor``) before
         they merge (default 3).
@@ -40,7 +41,7 @@ class MergePolicy:
         rewritten on its own (default 0.5).
     """
 
-    factor: int = 10
+    factor: int = 4
     floor_chunks: int = 1_000
     small_factor: int = 3
     max_commit_merge_chunks: int = 1_000_000

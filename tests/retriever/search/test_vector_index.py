@@ -195,7 +195,7 @@ def test_compressed_codes_are_the_default_for_large_segments():
 def test_probes_sit_off_the_rows_as_far_as_asked(ratio):
     vectors = clustered(5000, dim=64, seed=1)
     probes = ivf_tuning.probe_queries(vectors, np.random.default_rng(0), ratio)
-    assert probes.shape == (200, 64) and np.allclose(np.linalg.norm(probes, axis=1), 1, atol=1e-5)
+    assert probes.shape == (ivf_tuning.PROBES, 64) and np.allclose(np.linalg.norm(probes, axis=1), 1, atol=1e-5)
     best = (probes @ vectors.T).max(axis=1)
     nearest = np.sort(vectors[:1000] @ vectors.T, axis=1)[:, -2]  # each row's nearest other row
     assert abs(np.median(best) / np.median(nearest) - ratio) < 0.02
