@@ -34,12 +34,15 @@ def dense_rankings(
     allowed: list[np.ndarray] | None,
     exact: bool,
     policy: vector_index.IndexPolicy,
+    recall_k: int | None = None,
 ) -> list[Ranking]:
     """Top ``k`` documents by their best chunk's cosine, for each row of ``query_vectors`` ``(q, dim)``.
 
     One index search per segment serves every query; a segment is searched
     again, wider, only for queries still short of ``k`` distinct documents.
     ``allowed`` is a per-part mask of documents a filter lets through.
+    ``recall_k`` (default ``k``) is how deep recall matters: a hybrid search
+    fuses 100 documents a side but shows ``k``.
     """
     n = len(query_vectors)
     found: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(n)]  # per query: score, part, doc row, chunk row
@@ -57,7 +60,8 @@ def dense_rankings(
         fetch = min(available, max(4 * k, k + 16))
         pending = list(range(n))
         while pending:  # widen, for the queries still short of k distinct documents, until nothing is left
-            scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy)
+            scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
+                                               recall_k or k)
             short = []
             for row, q in enumerate(pending):
                 valid = rows[row] >= 0

@@ -102,10 +102,10 @@ class Searcher:
             with timed("encode"):
                 query_vector = vector if vector is not None else self.embed([query])
             if self.batcher is not None and allowed is None and not exact:
-                batched = self.batcher.submit((view, query_vector, depth))  # scanned with concurrent searches
+                batched = self.batcher.submit((view, query_vector, depth, k))  # scanned with concurrent searches
             else:
                 with timed("dense"):
-                    dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy)[0]
+                    dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy, k)[0]
         sparse: Ranking = ([], {})
         if mode in ("bm25", "hybrid"):
             with timed("bm25"):
@@ -127,16 +127,17 @@ class Searcher:
             found = finder.find(passages, query, vector_once, evidence)
             return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
-    def rank_batch(self, items: list[tuple[View, np.ndarray, int]]) -> list[Ranking]:
-        """Dense rankings of ``(view, query vector (1, dim), depth)`` items, each group of one view and depth at once."""
-        groups: dict[tuple[int, int], list[int]] = {}
-        for position, (view, _, depth) in enumerate(items):
-            groups.setdefault((id(view), depth), []).append(position)
+    def rank_batch(self, items: list[tuple[View, np.ndarray, int, int]]) -> list[Ranking]:
+        """Dense rankings of ``(view, query vector (1, dim), depth, hits shown)`` items, each group of one view,
+        depth and hits shown at once."""
+        groups: dict[tuple[int, int, int], list[int]] = {}
+        for position, (view, _, depth, shown) in enumerate(items):
+            groups.setdefault((id(view), depth, shown), []).append(position)
         results: list = [None] * len(items)
         for positions in groups.values():
-            view, _, depth = items[positions[0]]
+            view, _, depth, shown = items[positions[0]]
             vectors = np.concatenate([items[p][1] for p in positions])
-            rankings = dense_rankings(view, vectors, depth, None, False, self.index_policy)
+            rankings = dense_rankings(view, vectors, depth, None, False, self.index_policy, shown)
             for position, ranking in zip(positions, rankings):
                 results[position] = ranking
         return results

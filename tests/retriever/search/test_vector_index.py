@@ -218,3 +218,20 @@ def test_a_raised_rescoring_factor_is_recorded_and_searched_with(tmp_path):
     as_built = recall(built)
     built.info.pop("rescore")  # as if the factor were not recorded: the policy's 10 per hit
     assert as_built >= 0.95 and recall(built) < as_built
+
+
+def test_recall_deeper_than_ten_probes_more_lists_and_rescores_more():
+    """Tuned for the top 10, a segment searched for 100 hits that all matter (``recall_k`` 100) probes
+    more lists and rescores its tuned factor per hit; for a fusion depth (``recall_k`` 10) it does not."""
+    assert [vector_index.deep_nprobe(8, k, 256) for k in (1, 10, 20, 40, 100)] == [8, 8, 16, 16, 32]
+    assert vector_index.deep_nprobe(128, 100, 256) == 256  # never past every list
+    vectors = clustered(6000, dim=64, centers=300, seed=1)  # many small clusters: 1-bit codes need rescoring
+    built = vector_index.build(vectors, COMPRESSED)
+    queries = clustered(50, dim=64, centers=300, seed=2)
+    truth = exact_top(vectors, queries, 100)
+
+    def recall(recall_k):
+        _, found = vector_index.search(built, queries, 100, None, len(vectors), COMPRESSED, recall_k)
+        return np.mean([len(set(a) & set(b)) / 100 for a, b in zip(found, truth)])
+
+    assert recall(100) >= 0.97 and recall(10) < recall(100) - 0.05

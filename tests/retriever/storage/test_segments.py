@@ -365,10 +365,11 @@ def test_a_search_batch_keeps_views_and_depths_apart(layered):
     new_view = layered.reader.current()
     assert new_view is not old_view
     vectors = layered.embed(QUERIES[:3])
-    items = [(old_view, vectors[0:1], 5), (new_view, vectors[0:1], 5), (new_view, vectors[1:2], 100),
-             (old_view, vectors[2:3], 100)]
+    items = [(old_view, vectors[0:1], 5, 5), (new_view, vectors[0:1], 5, 5), (new_view, vectors[1:2], 100, 10),
+             (old_view, vectors[2:3], 100, 100)]
     got = layered.searcher.rank_batch(items)
-    assert got == [dense_rankings(view, vector, depth, None, False, layered.index_policy)[0] for view, vector, depth in items]
+    assert got == [dense_rankings(view, vector, depth, None, False, layered.index_policy, shown)[0]
+                   for view, vector, depth, shown in items]
     assert got[0] != got[1]  # the deletion shows in the newer view only
 
 
