@@ -28,7 +28,8 @@ help:
 	@echo "                    recall, resident memory and index bytes, disk, commit time (~30 min; resumable)"
 	@echo "make bench-index    exact, IVF, compressed IVF and HNSW on 100k real-shaped vectors, real queries: p50, recall"
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack;"
-	@echo "                    then what each evidence mode adds to a search (benchmarks/evidence.py)"
+	@echo "                    then what each evidence mode adds to a search (benchmarks/evidence.py),"
+	@echo "                    and BM25 on SciFact: ranking, search, search with evidence (benchmarks/bm25_speed.py)"
 	@echo "make bench-search-ab BASE=rev  search p50 of this checkout against commit rev, taking turns (for refactors)"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
@@ -86,6 +87,7 @@ bench-index: install
 bench-speed: install
 	$(BIN)/python -m benchmarks.speed $(if $(QUICK),--quick)
 	$(BIN)/python -m benchmarks.evidence
+	$(BIN)/python -m benchmarks.bm25_speed
 
 # Search latency of this checkout against commit BASE, the two taking turns on one collection.
 bench-search-ab: install
