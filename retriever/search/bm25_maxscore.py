@@ -147,11 +147,8 @@ def _partial(part, part_spans: Spans, terms: Sequence[int], weight, k1, b, avgdl
 
 
 def _score_rows(part, part_spans: Spans, rows: np.ndarray, weight, k1, b, avgdl) -> tuple[np.ndarray, np.ndarray]:
-    """Exact BM25 ``(scores, rows)`` of the live, allowed ``rows`` (ascending) with score > 0."""
-    postings, lengths, live, allowed = part
-    for mask in (live, allowed):
-        if mask is not None and len(rows):
-            rows = rows[mask[rows]]
+    """Exact BM25 ``(scores, rows)`` of ``rows`` (ascending, live and allowed: ``_partial``'s) with score > 0."""
+    postings, lengths, _, _ = part
     scores = np.zeros(len(rows), dtype=np.float32)
     if not len(rows):
         return scores, rows

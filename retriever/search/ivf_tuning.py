@@ -39,7 +39,7 @@ class Tuned:
         return out if self.rescore is None else {**out, "rescore": self.rescore}
 
 
-Search = Callable[[np.ndarray, int, int, "int | None"], np.ndarray]
+Search = Callable[[np.ndarray, int, int, "int | None"], "tuple[np.ndarray, int]"]
 
 
 def tune(search: Search, vectors: np.ndarray, nlist: int, compressed: bool, policy, rng) -> Tuned:
@@ -47,8 +47,8 @@ def tune(search: Search, vectors: np.ndarray, nlist: int, compressed: bool, poli
     recall@10 on ``probe_queries`` beats ``policy.target_recall`` + 0.02; the best recall where none does.
 
     Args:
-        search: ``search(queries, k, nprobe, rescore)`` -> ``(q, k)`` rows, the whole segment search
-            (codes, then rescoring ``rescore`` candidates per hit; ``None`` for float32 lists).
+        search: ``search(queries, k, nprobe, rescore)`` -> ``((q, k) rows, candidates rescored per query)``,
+            the whole segment search (codes, then rescoring at ``rescore`` a hit; ``None`` and 0 for float32 lists).
         vectors: The segment's ``(n, dim)`` float32 unit rows.
         policy: An ``IndexPolicy`` (``target_recall``, ``rescore``, ``probe_ratio``).
 
@@ -65,10 +65,9 @@ def tune(search: Search, vectors: np.ndarray, nlist: int, compressed: bool, poli
     best = None
     for factor in RESCORE_FACTORS if compressed else (None,):
         rescore = None if factor is None else policy.rescore * factor
-        candidates = 0 if rescore is None else max(100, rescore * k)
         nprobe = 1
         while True:
-            found = search(queries, k, nprobe, rescore)
+            found, candidates = search(queries, k, nprobe, rescore)
             recall = float(np.mean([len(set(a) & set(b)) / k for a, b in zip(exact, found)]))
             tried = Tuned(nprobe, recall, rescore, nprobe * n / nlist + RESCORE_COST * candidates)
             if _better(tried, best, goal):

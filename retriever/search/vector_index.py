@@ -150,10 +150,12 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     else:
         index.make_direct_map()  # row -> vector, for exact filtered search and merging
         built = VectorIndex(index, {"type": IVF, "nlist": nlist})
-    def search(queries: np.ndarray, k: int, nprobe: int, rescore: int | None) -> np.ndarray:
+
+    def search(queries: np.ndarray, k: int, nprobe: int, rescore: int | None) -> tuple[np.ndarray, int]:
         if rescore is not None:
             built.info["rescore"] = rescore
-        return _ivf_search(built, queries, k, nprobe, None, policy)[1]
+        candidates = _candidates(built, k, policy) if compressed else 0
+        return _ivf_search(built, queries, k, nprobe, None, policy)[1], candidates
 
     tuned = ivf_tuning.tune(search, vectors, nlist, compressed, policy, rng)
     index.nprobe = tuned.nprobe
