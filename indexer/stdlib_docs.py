@@ -2,7 +2,8 @@
 
 Every machine with Python has this text: one document per module, built from
 the module's docstring and the signatures and docstrings of its public
-functions, classes and methods. ``make demo`` (``app/demo.py``) indexes it and
+functions, classes and methods (its ``__all__``, or what it and its C
+accelerator define). ``make demo`` (``app/demo.py``) indexes it and
 runs ``QUERIES``.
 """
 
@@ -44,9 +45,7 @@ def module_document(name: str) -> dict | None:
     doc = inspect.getdoc(module) or ""
     summary = doc.strip().splitlines()[0] if doc.strip() else ""
     sections = [doc]
-    for attr, obj in sorted(vars(module).items()):
-        if attr.startswith("_") or getattr(obj, "__module__", None) != module.__name__:
-            continue
+    for attr, obj in _public_api(module):
         if inspect.isclass(obj) or inspect.isfunction(obj) or inspect.isbuiltin(obj):
             sections.append(_describe(f"{name}.{attr}", obj))
             if inspect.isclass(obj):
@@ -63,6 +62,20 @@ def module_document(name: str) -> dict | None:
         "package": name.split(".")[0],
         "kind": "module",
     }
+
+
+def _public_api(module) -> list[tuple[str, object]]:
+    """``(name, object)`` of the module's public API, sorted by name.
+
+    Its ``__all__`` where it has one (read with ``getattr``: a package may
+    load names lazily); else the public names defined in the module or in its
+    C accelerator (``bisect``'s functions live in ``_bisect``).
+    """
+    if hasattr(module, "__all__"):
+        return [(name, getattr(module, name)) for name in sorted(module.__all__) if hasattr(module, name)]
+    accelerator = "_" + module.__name__.rsplit(".", 1)[-1]
+    return [(name, obj) for name, obj in sorted(vars(module).items())
+            if not name.startswith("_") and getattr(obj, "__module__", None) in (module.__name__, accelerator)]
 
 
 class _Opaque:
