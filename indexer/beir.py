@@ -45,6 +45,7 @@ def evaluate(
     collection_dir: str | Path | None = None,
     fusion: str = DEFAULT_FUSION,
     alpha: float = DEFAULT_ALPHA,
+    feedback: bool = True,
     index_codes: str | None = None,
     progress: bool = True,
 ) -> dict:
@@ -59,8 +60,7 @@ def evaluate(
         mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default ``DEFAULT_MODE``).
         model: Model of a new collection (default: the packaged all-MiniLM-L6-v2).
         collection_dir: The collection to build or reuse (default: ``default_collection_dir``).
-        fusion: Hybrid fusion, ``"convex"`` or ``"rrf"`` (default ``DEFAULT_FUSION``).
-        alpha: Dense weight of the convex fusion (default ``DEFAULT_ALPHA``).
+        fusion, alpha, feedback: Hybrid's, as for ``Collection.search``.
         index_codes: Search a copy of the collection whose vector indexes hold these codes
             (``IndexPolicy.codes``; ``"always"`` compresses every segment), kept beside it as
             ``<collection>-codes-<codes>`` and made from a snapshot of it (no re-embedding).
@@ -80,7 +80,7 @@ def evaluate(
     with open_collection(dataset, collection_dir, model, progress) as collection:
         index_paths(collection, [dataset.root], prune=True, progress=progress)
         with _with_codes(collection, index_codes) as searched:
-            run = search_queries(searched, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress)
+            run = search_queries(searched, dataset, mode, fusion, alpha, progress, feedback)
         model_name = collection.manifest.model["name"]
         encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
@@ -140,7 +140,8 @@ def open_collection(
 
 
 def search_queries(
-    collection: Collection, dataset: BeirDataset, *, mode: str, fusion: str, alpha: float, progress: bool
+    collection: Collection, dataset: BeirDataset, mode: str, fusion: str, alpha: float, progress: bool,
+    feedback: bool = True,
 ) -> Run:
     """The top ``DEPTH`` document ids of every query of ``dataset``, best first.
 
@@ -152,7 +153,8 @@ def search_queries(
         run = run_queries(
             lambda text: [
                 hit.id
-                for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha, evidence="none")
+                for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha, evidence="none",
+                                             feedback=feedback)
             ],
             dataset.queries,
             progress=progress,

@@ -344,6 +344,7 @@ class Collection:
         alpha: float = DEFAULT_ALPHA,
         exact: bool = False,
         evidence: str = DEFAULT_EVIDENCE,
+        feedback: bool = True,
     ) -> list[Hit]:
         """The ``k`` documents that best match ``query`` (or ``vector``).
 
@@ -361,7 +362,7 @@ class Collection:
                 ``query`` (normalised as the model's own vectors are).
             fusion: For hybrid: ``"convex"`` (min-max-normalised scores mixed
                 by ``alpha``, default) or ``"rrf"`` (reciprocal-rank fusion).
-            alpha: Weight of the dense side in the convex combination (default 0.6).
+            alpha: Weight of the dense side in the convex combination (default 0.7).
             exact: Search every vector exactly, also in segments that have an
                 approximate index (default False).
             evidence: Which sentences of each hit's chunk to return as its
@@ -369,6 +370,8 @@ class Collection:
                 the query's terms, no model call), ``"auto"`` (terms, and the
                 model for chunks without any: a few dozen sentences at most),
                 ``"semantic"`` (every sentence by the model: slower) or ``"none"``.
+            feedback: For hybrid: search the dense side again with the query moved toward the
+                first fusion's top documents (pseudo-relevance feedback; default True).
 
         Returns:
             Hits by descending score, one per document, each showing its best
@@ -382,14 +385,12 @@ class Collection:
             DeadlineExceededError: Run under ``retriever.deadline`` and past it.
         """
         validation.check_search_args(
-            query, k, where, mode, self.SEARCH_MODES, fusion, alpha, has_vector=vector is not None, exact=exact,
-            evidence=evidence,
-        )
+            query, k, where, mode, self.SEARCH_MODES, fusion, alpha, vector is not None, exact, evidence, feedback)
         if vector is not None:
             vector = validation.check_vectors(vector, 1, self.manifest.model["dim"], "query vector", single=True)
         if query is None:
             mode = "dense"
-        return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact, evidence)
+        return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact, evidence, feedback)
 
     def info(self) -> dict[str, Any]:
         """Counts, model, index and catalog settings, segments, taggers, size on disk and last update."""

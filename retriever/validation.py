@@ -37,6 +37,7 @@ def check_search_args(
     has_vector: bool = False,
     exact: Any = False,
     evidence: Any = "terms",
+    feedback: Any = True,
 ) -> None:
     """Arguments of ``Collection.search``; ``modes`` are the collection's search modes.
 
@@ -53,6 +54,8 @@ def check_search_args(
             raise BadInputError("query is empty")
     if not isinstance(exact, bool):
         raise BadInputError(f"exact must be True or False, got {printable(repr(exact), 40)}")
+    if not isinstance(feedback, bool):
+        raise BadInputError(f"feedback must be True or False, got {printable(repr(feedback), 40)}")
     if not isinstance(evidence, str) or evidence not in EVIDENCE_MODES:
         raise BadInputError(
             f"evidence must be one of {', '.join(EVIDENCE_MODES)}, got {printable(repr(evidence), 40)}"

@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def add_search_mode_args(parser: argparse.ArgumentParser) -> None:
-    """``--mode``, ``--fusion`` and ``--alpha``, their choices and defaults the retriever's."""
+    """``--mode``, ``--fusion``, ``--alpha`` and ``--no-feedback``, their choices and defaults the retriever's."""
     from retriever.collection import DEFAULT_MODE, Collection
     from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, FUSIONS
 
@@ -32,6 +32,9 @@ def add_search_mode_args(parser: argparse.ArgumentParser) -> None:
                              "(default %(default)s)")
     parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA,
                         help="dense weight for --fusion convex (default %(default)g)")
+    parser.add_argument("--no-feedback", dest="feedback", action="store_false",
+                        help="hybrid: fuse once, without searching the dense side again with the query moved "
+                             "toward the first fusion's top documents")
 
 
 def add_search_flags(p: argparse.ArgumentParser) -> None:
@@ -82,7 +85,7 @@ def run_search(args) -> int:
     with Collection.open(args.collection) as collection:
         hits = collection.search(
             args.query, k=args.k, where=where, mode=args.mode, fusion=args.fusion, alpha=args.alpha, exact=args.exact,
-            evidence=args.evidence,
+            evidence=args.evidence, feedback=args.feedback,
         )
     if args.json:
         print(json.dumps([hit.to_dict() for hit in hits], ensure_ascii=False))
@@ -128,6 +131,7 @@ def run_eval(args) -> int:
         collection_dir=args.collection,
         fusion=args.fusion,
         alpha=args.alpha,
+        feedback=args.feedback,
         index_codes=args.index_codes,
     )
     print(json.dumps(result) if args.json else format_table([result]))

@@ -2,7 +2,8 @@
 
 ``Searcher.search`` runs the dense side (one embedding, one index search per
 segment, or a shared scan in a micro-batch for servers), the keyword side
-(BM25 with collection-wide statistics) or both fused, over the view of the
+(BM25 with collection-wide statistics) or both fused (the dense side searched
+again with pseudo-relevance feedback, ``feedback``), over the view of the
 committed generation, and turns the top keys into ``Hit``s with one catalog
 read for their display fields.
 """
@@ -23,6 +24,7 @@ from retriever.encoding.batching import MicroBatcher
 from retriever.errors import DeadlineExceededError
 from retriever.search.bm25 import Analyzer
 from retriever.search.evidence import DEFAULT_EVIDENCE, EvidenceFinder, Passage
+from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query
 from retriever.search.fusion import fuse
 from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
 from retriever.search.vector_index import IndexPolicy
@@ -84,8 +86,10 @@ class Searcher:
         alpha: float,
         exact: bool,
         evidence: str = DEFAULT_EVIDENCE,
+        feedback: bool = True,
     ) -> list[Hit]:
-        """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them."""
+        """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them;
+        ``feedback``: hybrid searches the dense side again with ``feedback.expanded_query``."""
         view = self.reader.current()
         allowed = None
         if where is not None:
@@ -113,6 +117,11 @@ class Searcher:
         if batched is not None:
             with timed("dense"):
                 dense = _batched_result(batched)
+        if mode == "hybrid" and feedback and dense[0]:
+            with timed("feedback"):
+                first = [key for key, _ in fuse(dense[0], sparse[0], fusion, FEEDBACK_ALPHA)]
+                expanded = expanded_query(view, query_vector, first, dense[1])
+                dense = dense_rankings(view, expanded, depth, allowed, exact, self.index_policy, k)[0]
         with timed("fusion"):
             if mode == "hybrid":
                 ranked = fuse(dense[0], sparse[0], fusion, alpha)

@@ -16,6 +16,8 @@ from retriever import (
     Embedder,
     ModelMismatchError,
 )
+from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query
+from retriever.search.fusion import DEFAULT_ALPHA
 from retriever.search.searcher import HYBRID_DEPTH
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
 from retriever.storage.segment import SEGMENTS_DIR, deletion_file
@@ -70,13 +72,16 @@ def min_max(hits) -> dict[str, float]:
     return {i: 1.0 if high == low else (s - low) / (high - low) for i, s in scores.items()}
 
 
-def expected_fusion(col: Collection, query: str, fusion: str = "convex", alpha: float = 0.6) -> dict[str, float]:
+def expected_fusion(
+    col: Collection, query: str, fusion: str = "convex", alpha: float = DEFAULT_ALPHA, vector=None
+) -> dict[str, float]:
     """The fused score of every document, from the dense and the bm25 rankings of ``query`` as searched alone.
 
     Convex: ``alpha * minmax(dense) + (1 - alpha) * minmax(bm25)``, a side that
     misses a document giving it 0; rrf: ``sum of 1 / (60 + rank)``, ranks from 1.
+    The dense side searches ``vector`` when given, else ``query``.
     """
-    dense = col.search(query, k=HYBRID_DEPTH, mode="dense")
+    dense = col.search(query if vector is None else None, k=HYBRID_DEPTH, mode="dense", vector=vector)
     sparse = col.search(query, k=HYBRID_DEPTH, mode="bm25")
     ids = {h.id for h in dense} | {h.id for h in sparse}
     if fusion == "rrf":
@@ -336,7 +341,7 @@ def test_search_returns_one_hit_per_document_with_offsets(tmp_path, tiny_embedde
     ]
     col.add(docs)
     assert col.catalog.counts()[1] > 3 * len(docs)
-    hits = col.search(words(8), k=10)  # hybrid, convex with alpha 0.6
+    hits = col.search(words(8), k=10, feedback=False)  # hybrid, convex with the default alpha, fused once
     assert len(hits) == len(docs)
     assert_fused(hits, expected_fusion(col, words(8)), k=10)
     assert len({h.id for h in hits}) == len(hits)
@@ -365,7 +370,24 @@ def test_hybrid_scores_are_the_fusion_of_the_dense_and_bm25_rankings(tmp_path, t
     expected = expected_fusion(col, query, fusion, alpha)
     assert "nothing-in-common" in expected  # found by the dense side alone
     for k in (3, 20):
-        assert_fused(col.search(query, k=k, fusion=fusion, alpha=alpha), expected, k)
+        assert_fused(col.search(query, k=k, fusion=fusion, alpha=alpha, feedback=False), expected, k)
+    col.close()
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+def test_hybrid_with_feedback_fuses_bm25_with_the_dense_side_of_the_expanded_query(tmp_path, tiny_embedder, fusion):
+    """The dense side is searched again with the query moved toward the first fusion's best documents."""
+    col = Collection.create(tmp_path / "col", tiny_embedder, window_tokens=16, overlap_tokens=4)
+    col.add([{"id": f"doc{i}", "text": words(20 + 9 * i, 3 * i)} for i in range(8)])
+    query = "tea rivers flow into the sea"
+    vector = col.embed(query)[0]
+    first = expected_fusion(col, query, fusion, FEEDBACK_ALPHA)
+    top = [col.catalog.lookup([i])[i].key for i in sorted(first, key=lambda i: -first[i])]
+    expanded = expanded_query(col.reader.current(), vector.reshape(1, -1), top, {})
+    assert not np.allclose(expanded[0], vector)
+    expected = expected_fusion(col, query, fusion, vector=expanded[0])
+    assert_fused(col.search(query, k=5, fusion=fusion), expected, 5)
+    assert col.search(query, k=5, fusion=fusion) != col.search(query, k=5, fusion=fusion, feedback=False)
     col.close()
 
 

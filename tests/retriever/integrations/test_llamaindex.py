@@ -350,7 +350,8 @@ def test_hybrid_mode_fuses_with_alpha_weighing_the_dense_side(store, embed_model
     keywords_only = store.query(VectorStoreQuery(alpha=0.0, similarity_top_k=4, **query))
     meaning_only = store.query(VectorStoreQuery(alpha=1.0, similarity_top_k=4, **query))
     assert dense.ids[0] == "n2" and keywords_only.ids[0] == "n1" and len(keywords_only.ids) == 4
-    assert meaning_only.ids == dense.ids and meaning_only.similarities != dense.similarities  # fused scores
+    assert meaning_only.ids[0] == "n2" and meaning_only.similarities != dense.similarities  # fused scores
+    # (alpha 1 ranks by the dense side of the query moved by feedback toward the first fusion's top documents)
     assert len(store.query(VectorStoreQuery(hybrid_top_k=2, similarity_top_k=4, **query)).ids) == 2
 
 
