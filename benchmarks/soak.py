@@ -164,7 +164,7 @@ def main() -> int:
     (root / "logs").mkdir(parents=True)
     (root / "snapshots").mkdir()
     with Collection.create(root / "col", args.model) as col:
-        model = col.manifest.model["name"]
+        model = col.model["name"]
     base = f"http://127.0.0.1:{free_port()}"
     env = dict(os.environ, SEMSEARCH_API_KEY=KEY, PYTHONUNBUFFERED="1")
     server, writer, others = processes(root, base, args, env)

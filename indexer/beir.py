@@ -81,7 +81,7 @@ def evaluate(
         index_paths(collection, [dataset.root], prune=True, progress=progress)
         with _with_codes(collection, index_codes) as searched:
             run = search_queries(searched, dataset, mode, fusion, alpha, progress, feedback)
-        model_name = collection.manifest.model["name"]
+        model_name = collection.model["name"]
         encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
     return {

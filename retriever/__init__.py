@@ -33,6 +33,7 @@ from retriever.errors import (  # noqa: E402
     CorruptCollectionError,
     FilterError,
     ModelMismatchError,
+    ModelSwitchedError,
     SemsearchError,
 )
 
@@ -51,4 +52,5 @@ __all__ = [
     "CollectionLockedError",
     "CorruptCollectionError",
     "ModelMismatchError",
+    "ModelSwitchedError",
 ]

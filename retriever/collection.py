@@ -30,9 +30,9 @@ from retriever import validation
 from retriever.documents import Document, Hit
 from retriever.encoding.chunking import Chunker
 from retriever.encoding.embedder import Embedder
-from retriever.encoding.models import check_manifest_model
 from retriever.encoding.passages import embed_documents, given_vectors
-from retriever.errors import BadInputError, CorruptCollectionError
+from retriever.errors import BadInputError, CorruptCollectionError, ModelSwitchedError
+from retriever.models_in_force import ModelsInForce
 from retriever.search import vector_index
 from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1, Analyzer
 from retriever.search.evidence import DEFAULT_EVIDENCE
@@ -48,6 +48,7 @@ from retriever.storage.generations import write_head
 from retriever.storage.integrity import CheckReport
 from retriever.storage.manifest import MANIFEST, Manifest
 from retriever.storage.merging import MergePolicy
+from retriever.storage.model_switch import SwitchReport, switch_model
 from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR
 from retriever.storage.snapshots import SnapshotReport, restore_snapshot, take_snapshot
@@ -85,8 +86,7 @@ class Collection:
 
     def __init__(self, root: Path, manifest: Manifest, embedder: Embedder | None, lock_timeout: float):
         self.root = Path(root)
-        self.manifest = manifest
-        self._embedder = embedder
+        self.models = ModelsInForce(self.root, manifest)
         self._chunker: Chunker | None = None
         self.catalog = Catalog(manifest.catalog_location(self.root))
         self.analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
@@ -96,11 +96,11 @@ class Collection:
         self.writer = Writer(
             self.root, self.catalog, self.reader, self.analyzer, self.index_policy, self.merge_policy, lock_timeout
         )
-        self.writer.on_commit = TagOnCommit(self.root, manifest.model["sha256"])
+        self.writer.on_commit = TagOnCommit(self.root, lambda: self.models.model_at(self.catalog.state().generation))
         self.timings = self.writer.timings  # what listens to it hears searches, commits and merges
         self.searcher = Searcher(
             self.catalog, self.reader, self.analyzer, manifest.bm25, self.index_policy,
-            lambda texts: self.embedder.embed(texts), self.timings,
+            lambda texts, generation: self.models.embedder_at(generation).embed(texts), self.timings,
         )  # fmt: skip
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:
@@ -108,6 +108,8 @@ class Collection:
                 f"catalog {self.catalog.safe_url()} belongs to collection {catalog_uuid}, "
                 f"not to {self.root} ({manifest.uuid})"
             )
+        if embedder is not None:
+            self.models.adopt(embedder, self.catalog.state().generation)
 
     # -- construction -----------------------------------------------------
     @classmethod
@@ -200,8 +202,7 @@ class Collection:
         embedder = None
         if model is not None:
             embedder = model if validation.is_embedder(model) else Embedder(model)
-            manifest.check_model(root, embedder)
-        return cls(root, manifest, embedder, lock_timeout)
+        return cls(root, manifest, embedder, lock_timeout)  # checks the embedder's model
 
     @classmethod
     def open_or_create(cls, path: str | os.PathLike, model=None, **kwargs) -> "Collection":
@@ -225,19 +226,44 @@ class Collection:
 
     # -- model ------------------------------------------------------------
     @property
+    def manifest(self) -> Manifest:
+        """The collection's manifest, as last read (again when a new generation shows it changed)."""
+        return self.models.manifest
+
+    @property
+    def model(self) -> dict[str, Any]:
+        """Identity of the model the committed generation was embedded with: ``name``, ``sha256``, ``dim``, ..."""
+        return self.models.model_at(self.reader.current().generation)
+
+    @property
     def embedder(self) -> Embedder:
-        """The collection's embedder, loaded (and checked against the manifest) on first use.
+        """The embedder of the committed generation's model, loaded (and checked against the manifest) on first use.
 
         Raises:
             BadInputError: The manifest names a model directory the user must
                 name themselves (``check_manifest_model``).
         """
-        if self._embedder is None:
-            check_manifest_model(self.manifest.model["name"])
-            embedder = Embedder(self.manifest.model["name"])
-            self.manifest.check_model(self.root, embedder)
-            self._embedder = embedder
-        return self._embedder
+        return self.models.embedder_at(self.reader.current().generation)
+
+    def switch_model(self, model: str | os.PathLike | Embedder, *, progress: bool = True) -> SwitchReport:
+        """Re-embed every document with ``model`` and make it the collection's model, in one generation.
+
+        Searches and writes use the old model until the new generation is
+        published; a process killed before that leaves the old one in force.
+        Chunks, keys and the BM25 side stay as they are, so ``model`` must
+        tokenize as the collection's model does (an adapted copy of it does).
+
+        Returns:
+            The report: the model, the generation it is in force from, segments and chunks re-embedded.
+
+        Raises:
+            ModelMismatchError: ``model`` tokenizes otherwise, or its window is shorter than the chunks.
+            BadInputError: A document holds caller's vectors over more text than ``model``'s window.
+            CollectionLockedError: Another writer held the lock too long.
+        """
+        embedder = model if validation.is_embedder(model) else Embedder(model)
+        with file_system_faults(self.root, "the model switch"):
+            return switch_model(self, embedder, progress=progress)
 
     @property
     def chunker(self) -> Chunker:
@@ -387,7 +413,7 @@ class Collection:
         validation.check_search_args(
             query, k, where, mode, self.SEARCH_MODES, fusion, alpha, vector is not None, exact, evidence, feedback)
         if vector is not None:
-            vector = validation.check_vectors(vector, 1, self.manifest.model["dim"], "query vector", single=True)
+            vector = validation.check_vectors(vector, 1, self.model["dim"], "query vector", single=True)
         if query is None:
             mode = "dense"
         return self.searcher.search(query, vector, k, where, mode, fusion, alpha, exact, evidence, feedback)
@@ -401,9 +427,9 @@ class Collection:
             "path": str(self.root.resolve()),
             "documents": n_docs,
             "chunks": n_chunks,
-            "model": self.manifest.model["name"],
-            "model_sha256": self.manifest.model["sha256"],
-            "dim": self.manifest.model["dim"],
+            "model": self.model["name"],
+            "model_sha256": self.model["sha256"],
+            "dim": self.model["dim"],
             "chunking": self.manifest.chunking,
             "index": view.summary(),
             "index_policy": self.manifest.index,
@@ -582,15 +608,22 @@ class Collection:
             return WriteReport()
         plan = classify(docs, self.catalog.lookup([d.id for d in docs]))
         changed = [doc for doc, kind in plan if kind == "text"]
+        try:
+            kinds, chunks = self._write(changed, [doc for doc, kind in plan if kind != "text"], embed)
+        except ModelSwitchedError:  # the collection switched models while they were embedded: embed them again
+            kinds, chunks = self._write(changed, [doc for doc, kind in plan if kind != "text"], embed)
+        return WriteReport.of([doc.id for doc in docs], kinds, chunks)
+
+    def _write(self, changed: list[Document], others: list[Document], embed: EmbedFn) -> tuple[dict[str, str], int]:
+        """Embed and stage ``changed``, then commit it with ``others`` under the lock (``Writer.commit``)."""
         staged = []
         try:
             with file_system_faults(self.root, "the write"):
                 staged = [self._stage(changed, embed(changed))] if changed else []
                 with self.writer.locked():
-                    kinds, chunks = self.writer.commit(staged, [doc for doc, kind in plan if kind != "text"], embed)
+                    return self.writer.commit(staged, others, embed)
         finally:
             remove_files(staged)
-        return WriteReport.of([doc.id for doc in docs], kinds, chunks)
 
     def prepare(
         self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None, *, owner: str | None = None
@@ -720,8 +753,9 @@ class Collection:
         with file_system_faults(self.root, "compaction"), self.writer.locked():
             if index_codes is not None and index_codes != self.index_policy.codes:
                 policy = dataclasses.replace(self.index_policy, codes=index_codes)  # checks the value
-                self.manifest.index["policy"] = policy.to_dict()
-                self.manifest.save(self.root)  # a compaction killed after this is finished by the next one
+                manifest = self.models.reload()  # as another process may have rewritten it
+                manifest.index["policy"] = policy.to_dict()
+                manifest.save(self.root)  # a compaction killed after this is finished by the next one
                 self.index_policy = self.writer.index_policy = self.searcher.index_policy = policy
             n_before, n_after = self.writer.compact()
         return {
@@ -735,7 +769,7 @@ class Collection:
         """How this write turns documents into chunks: the model's, or ``vectors`` given for ``docs``."""
         if vectors is None:
             return lambda some: embed_documents(some, self.chunker, self.embedder)
-        given = validation.check_vectors(vectors, len(docs), self.manifest.model["dim"], "vectors")
+        given = validation.check_vectors(vectors, len(docs), self.model["dim"], "vectors")
         return lambda some: given_vectors(some, docs, given)
 
     def _stage(self, docs: list[Document], embedded: dict, owner: str | None = None) -> Path:

@@ -26,6 +26,10 @@ class ModelMismatchError(BadInputError):
     """A collection was opened with a different model than it was built with."""
 
 
+class ModelSwitchedError(ModelMismatchError):
+    """Documents were embedded by the model a collection used before it switched to another (``switch_model``)."""
+
+
 class CollectionLockedError(SemsearchError):
     """Another process is writing to the collection."""
 

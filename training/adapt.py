@@ -7,7 +7,9 @@ by the collection's own hybrid search, and contrastive training
 collection's model. Some pseudo-queries are held out of training; the
 adapted model is kept only when it finds their source documents better than
 the collection's model does, each ranking the same candidates (the hybrid
-search's top ``CANDIDATES`` and the source) by its own embeddings.
+search's top ``CANDIDATES`` and the source) by its own embeddings. With
+``switch``, a model that won becomes the collection's own: every document
+re-embedded with it, in one generation (``retriever.storage.model_switch``).
 
 Everything lands in ``output_dir``: ``queries.jsonl`` and ``pairs.jsonl``
 (reused by a resumed run), the training run's checkpoints and log, the
@@ -79,23 +81,28 @@ class AdaptReport:
     after_mrr: float
     better: bool
     seconds: dict[str, float] = field(default_factory=dict)
+    switched: dict | None = None  # the collection's switch to the adapted model (``SwitchReport``), when it was made
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def adapt(collection, config: AdaptConfig, *, progress: bool = True,
+def adapt(collection, config: AdaptConfig, *, switch: bool = False, progress: bool = True,
           embedder_of: Callable[[str], object] | None = None) -> AdaptReport:
     """Train an adapted copy of ``collection``'s model on its documents into ``config.output_dir``; check it.
 
     Args:
-        collection: A ``retriever.Collection`` (searched for negatives and candidates; never changed).
+        collection: A ``retriever.Collection`` (searched for negatives and candidates).
         config: The run's settings.
+        switch: When the adapted model wins the check, re-embed the collection with it and make it the
+            collection's model, in one generation (``Collection.switch_model``); else the collection is
+            never changed.
         progress: Progress bars on stderr.
         embedder_of: Loads a model directory as an ``Embedder`` (default ``retriever.Embedder``).
 
     Returns:
-        The report, also written to ``OUT/adapt.json``; ``better`` says whether the adapted model won the check.
+        The report, also written to ``OUT/adapt.json``; ``better`` says whether the adapted model won the check,
+        ``switched`` what the switch did.
 
     Raises:
         BadInputError: Too few documents give pseudo-queries, or settings out of range.
@@ -120,7 +127,7 @@ def adapt(collection, config: AdaptConfig, *, progress: bool = True,
                                                          | ({"negative": p.negative} if p.negative else {})) + "\n"
                                               for p in pairs))
         seconds["mine"] = round(time.monotonic() - started, 1)
-    base = collection.manifest.model["name"]
+    base = collection.model["name"]
     started = time.monotonic()
     summary = contrastive_train(ContrastiveConfig(
         from_model=base, output_dir=str(out), pairs=str(pairs_file), batch_size=config.batch_size, lr=config.lr,
@@ -129,11 +136,14 @@ def adapt(collection, config: AdaptConfig, *, progress: bool = True,
         resume=config.resume, seed=config.seed), progress=progress)
     seconds["train"] = round(time.monotonic() - started, 1)
     started = time.monotonic()
-    load = embedder_of or Embedder
-    before, after = check(collection, held, collection.embedder, load(str(out)), progress=progress)
+    adapted = (embedder_of or Embedder)(str(out))
+    before, after = check(collection, held, collection.embedder, adapted, progress=progress)
     seconds["check"] = round(time.monotonic() - started, 1)
     report = AdaptReport(str(out), base, len(queries), len(train), len(held), summary["steps"], round(before, 4),
                          round(after, 4), after > before, seconds)
+    if switch and report.better:
+        report.switched = collection.switch_model(adapted, progress=progress).to_dict()
+        seconds["switch"] = report.switched["seconds"]
     atomic_write_text(out / REPORT, json.dumps(report.to_dict(), indent=2) + "\n")
     return report
 

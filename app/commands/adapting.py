@@ -1,12 +1,14 @@
 """``semsearch adapt``: adapt a collection's encoder to its own documents, without labels (``training.adapt``).
 
-``-c DIR -o MODEL`` trains on the collection's documents; ``--corpus PATH -o
-MODEL`` first indexes PATH (anything ``index`` reads, BEIR folders
-included) into ``MODEL/corpus-collection`` with the base model, then trains
-on it. Either way MODEL is a model directory that ``--model`` accepts
-everywhere, and the command prints the held-out check: how well the base
-model and the adapted one find the source documents of pseudo-queries kept
-out of training.
+``-c DIR`` trains on the collection's documents (into
+``DIR/models/adapted-g<generation>``, or ``-o MODEL``) and, when the adapted
+model wins the check, re-embeds the collection with it and switches to it in
+one generation (``--dry-run``: train and check only). ``--corpus PATH -o
+MODEL`` first indexes PATH (anything ``index`` reads, BEIR folders included)
+into ``MODEL/corpus-collection`` with the base model, then trains on it.
+Either way the model directory is one that ``--model`` accepts everywhere,
+and the command prints the held-out check: how well the base model and the
+adapted one find the source documents of pseudo-queries kept out of training.
 """
 
 from __future__ import annotations
@@ -36,7 +38,11 @@ def add_adapt_flags(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--collection", metavar="DIR", help="adapt to this collection's documents")
     source.add_argument("--corpus", nargs="+", metavar="PATH", help="adapt to these files, folders or BEIR corpora")
-    p.add_argument("-o", "--output", required=True, metavar="MODEL", help="the adapted model's directory")
+    p.add_argument("-o", "--output", metavar="MODEL",
+                   help="the adapted model's directory (needed with --corpus; default with -c: "
+                        "DIR/models/adapted-g<generation>)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with -c: train and check, but leave the collection on its model")
     p.add_argument("--model", help="with --corpus: the base model (default: the packaged all-MiniLM-L6-v2)")
     p.add_argument("--documents", type=int, default=defaults["documents"], metavar="N",
                    help="documents that give pseudo-queries, a seeded sample of larger collections (default %(default)s)")
@@ -57,9 +63,14 @@ def add_adapt_flags(p: argparse.ArgumentParser) -> None:
 def run_adapt(args) -> int:
     """Adapt, print the check; exit 1 when the adapted model lost it (the model is written all the same)."""
     from retriever import Collection
+    from retriever.storage.cleanup import MODELS_DIR
     from training.adapt import AdaptConfig, adapt
 
-    output = Path(args.output).expanduser()
+    if args.output is None and not args.collection:
+        raise UsageError("--corpus needs -o MODEL: the directory the adapted model goes to")
+    collection = Collection.open(args.collection) if args.collection else None
+    output = (Path(args.output).expanduser() if args.output else
+              collection.root.resolve() / MODELS_DIR / f"adapted-g{collection.reader.current().generation}")
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o {output}: a file is in the way")
     config = AdaptConfig(str(output), documents=args.documents, held_out=args.held_out, batch_size=args.batch_size,
@@ -67,23 +78,33 @@ def run_adapt(args) -> int:
                          hard_negatives=args.hard_negatives)
     config.validate()
     quiet = args.json
-    if args.collection:
-        collection = Collection.open(args.collection)
-    else:
+    if collection is None:
         collection = corpus_collection(args.corpus, output / CORPUS_COLLECTION, args.model, progress=not quiet)
     with collection:
-        report = adapt(collection, config, progress=not quiet)
+        report = adapt(collection, config, switch=bool(args.collection) and not args.dry_run, progress=not quiet)
     if args.json:
         print(json.dumps(report.to_dict()))
     else:
-        verdict = "better" if report.better else "NOT better: keep the current model"
-        print(f"semsearch: held-out check, mean reciprocal rank of {report.held_out} pseudo-queries' sources: "
-              f"{report.before_mrr:.4f} with {Path(report.base_model).name}, {report.after_mrr:.4f} adapted "
-              f"({verdict})", file=sys.stderr)
-        print(f"semsearch: {report.steps} steps on {report.trained_on} pseudo-queries; seconds "
-              + ", ".join(f"{k} {v:g}" for k, v in report.seconds.items())
-              + f"; model in {report.model_dir} (use it with --model)", file=sys.stderr)
+        print_report(report, args.collection)
     return EXIT_OK if report.better else EXIT_FAILURE
+
+
+def print_report(report, collection_dir: str | None) -> None:
+    """The check's before and after, the run's time, and what became of the model (on stderr)."""
+    verdict = "better" if report.better else "NOT better: the current model stays"
+    print(f"semsearch: held-out check, mean reciprocal rank of {report.held_out} pseudo-queries' sources: "
+          f"{report.before_mrr:.4f} with {Path(report.base_model).name}, {report.after_mrr:.4f} adapted "
+          f"({verdict})", file=sys.stderr)
+    print(f"semsearch: {report.steps} steps on {report.trained_on} pseudo-queries; seconds "
+          + ", ".join(f"{k} {v:g}" for k, v in report.seconds.items()) + f"; model in {report.model_dir}",
+          file=sys.stderr)
+    if report.switched:
+        print(f"semsearch: {collection_dir} now searches with the adapted model: {report.switched['chunks']:,} "
+              f"chunks re-embedded in {report.switched['segments']} segment(s), generation "
+              f"{report.switched['generation']}", file=sys.stderr)
+    elif collection_dir and report.better:
+        print(f"semsearch: --dry-run: {collection_dir} keeps its model (run without --dry-run to switch)",
+              file=sys.stderr)
 
 
 def corpus_collection(paths: list[str], root: Path, model: str | None, progress: bool):

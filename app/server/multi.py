@@ -109,7 +109,7 @@ def _add_routes(app: FastAPI, apps: Mapping[str, FastAPI], ring: KeyRing, worker
         for name in readable(ring, key, apps):
             collection = apps[name].state.collection
             shown.append({"name": name, "url": f"{PREFIX}/{name}", "documents": len(collection),
-                          "model": model_label(collection.manifest.model["name"]),
+                          "model": model_label(collection.model["name"]),
                           "access": "write" if key is None else key.access(name)})
         return {"collections": shown}
 

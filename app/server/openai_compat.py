@@ -69,7 +69,7 @@ def add_openai_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
     async def create_embeddings(request: EmbeddingsRequest) -> dict[str, Any]:
         """Embeddings of `input` from the collection's model, in OpenAI's response shape."""
         check_model(collection, request.model)
-        dim = int(collection.manifest.model["dim"])
+        dim = int(collection.model["dim"])
         if request.dimensions is not None and request.dimensions != dim:
             raise HTTPException(400, f"dimensions: this model's embeddings have {dim} dimensions, not "
                                      f"{request.dimensions}; leave dimensions out or send {dim}")
@@ -78,13 +78,13 @@ def add_openai_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
 
 def model_card(collection: Collection) -> dict[str, Any]:
     created = dt.datetime.fromisoformat(collection.manifest.created_at)
-    return {"id": collection.manifest.model["name"], "object": "model", "created": int(created.timestamp()),
+    return {"id": collection.model["name"], "object": "model", "created": int(created.timestamp()),
             "owned_by": "semsearch"}
 
 
 def check_model(collection: Collection, name: str) -> None:
     """404 unless ``name`` is the collection's model."""
-    served = collection.manifest.model["name"]
+    served = collection.model["name"]
     if name != served:
         raise HTTPException(404, f"model: {printable(name, 80)} is not served here; this collection's model "
                                  f"is {served!r} (GET /v1/models)")
@@ -106,7 +106,7 @@ def embeddings_answer(collection: Collection, request: EmbeddingsRequest) -> dic
     data = [{"object": "embedding", "index": i, "embedding": encode(vector, request.encoding_format)}
             for i, vector in enumerate(vectors)]
     tokens = int(sum(counts))
-    return {"object": "list", "data": data, "model": collection.manifest.model["name"],
+    return {"object": "list", "data": data, "model": collection.model["name"],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 

@@ -163,7 +163,7 @@ def embed_texts(collection: Collection, request: EmbedRequest) -> dict[str, Any]
     return {
         "embeddings": vectors.tolist(),
         "dim": int(vectors.shape[1]),
-        "model": collection.manifest.model["name"],
+        "model": collection.model["name"],
         "truncated": truncated,
     }
 

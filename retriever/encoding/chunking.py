@@ -101,6 +101,10 @@ class Chunker:
             chunks.append(Chunk(ordinal, start, end, prefix + doc.text[start:end], (*title_ids, *ids[first:last])))
         return chunks
 
+    def prefix(self, title: str) -> str:
+        """The text put in front of every chunk of a document titled ``title`` (``""``: none)."""
+        return self._title_prefix(title)[0]
+
     def _title_prefix(self, title: str) -> tuple[str, list[int]]:
         """The text and token ids put in front of every chunk (none when the title is long or blank)."""
         if not self.title_prefix or not title.strip():

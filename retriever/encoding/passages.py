@@ -20,10 +20,14 @@ from retriever.encoding.embedder import Embedder
 
 @dataclass
 class Embedded:
-    """A document's chunks: character spans ``[(start, end)]`` and their ``(chunks, dim)`` vectors."""
+    """A document's chunks: character spans ``[(start, end)]`` and their ``(chunks, dim)`` vectors.
+
+    ``model`` is the weights hash of the model that embedded them (``None``: vectors of the caller's).
+    """
 
     spans: list[tuple[int, int]]
     vectors: np.ndarray
+    model: str | None = None
 
 
 def embed_documents(docs: Sequence[Document], chunker: Chunker, embedder: Embedder) -> dict[str, Embedded]:
@@ -34,7 +38,8 @@ def embed_documents(docs: Sequence[Document], chunker: Chunker, embedder: Embedd
     vectors = embedder.embed_token_ids([chunk.token_ids for chunk_list in splits for chunk in chunk_list])
     out, at = {}, 0
     for doc, chunk_list in zip(docs, splits):
-        out[doc.id] = Embedded([(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)])
+        out[doc.id] = Embedded([(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)],
+                               embedder.weights_sha256)
         at += len(chunk_list)
     return out
 

@@ -298,7 +298,7 @@ def _collection_for(target: Any, embedding: Embeddings | None) -> Collection | R
         raise BadInputError(f"collection must be a Collection, a RemoteCollection or a directory, "
                             f"got {type(target).__name__}")
     collection = Collection.open_or_create(target, _model_for(embedding))
-    built_with = collection.manifest.model["name"]
+    built_with = collection.model["name"]
     if embedding is None and built_with.startswith(NAME_PREFIX):
         collection.close()
         raise BadInputError(f"collection {target} was built with the LangChain model {built_with!r}: pass that "
@@ -335,7 +335,7 @@ def _identity(model: Any) -> tuple[str, str, int]:
         info = model.info()
         return info["model"], info["model_sha256"], int(info["dim"])
     if isinstance(model, Collection):
-        return model.manifest.model["name"], model.manifest.model["sha256"], int(model.manifest.model["dim"])
+        return model.model["name"], model.model["sha256"], int(model.model["dim"])
     return model.name, model.weights_sha256, int(model.dim)
 
 

@@ -135,7 +135,7 @@ class SemsearchEmbedding(BaseEmbedding):
 
     def __init__(self, model: Collection | Embedder | str | os.PathLike | None = None, **kwargs: Any) -> None:
         source = model if isinstance(model, (Collection, Embedder)) else Embedder(model)
-        name = source.manifest.model["name"] if isinstance(source, Collection) else source.name
+        name = source.model["name"] if isinstance(source, Collection) else source.name
         super().__init__(model_name=str(name), **kwargs)
         self._source = source
 
@@ -152,7 +152,7 @@ class SemsearchEmbedding(BaseEmbedding):
     def model_sha256(self) -> str:
         """SHA-256 of the model's weights, as a collection's manifest records it."""
         if isinstance(self._source, Collection):
-            return self._source.manifest.model["sha256"]
+            return self._source.model["sha256"]
         return self._source.weights_sha256
 
     def embed(self, texts: list[str]) -> list[list[float]]:
@@ -326,7 +326,7 @@ class SemsearchVectorStore(BasePydanticVectorStore):
         for node in nodes:
             if node.embedding is not None:
                 self._check_dimension(node.embedding, f"node {node.node_id!r}")
-        model = self._collection.manifest.model["sha256"]
+        model = self._collection.model["sha256"]
         if all(node.embedding is not None and _KNOWN_VECTORS.knows(model, node.embedding) for node in nodes):
             return np.asarray([node.embedding for node in nodes], dtype=np.float32)
         return None
@@ -336,7 +336,7 @@ class SemsearchVectorStore(BasePydanticVectorStore):
         if embedding is None:
             return None
         self._check_dimension(embedding, "the query embedding")
-        if text is None or _KNOWN_VECTORS.knows(self._collection.manifest.model["sha256"], embedding):
+        if text is None or _KNOWN_VECTORS.knows(self._collection.model["sha256"], embedding):
             return embedding
         return None
 

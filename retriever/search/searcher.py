@@ -45,8 +45,8 @@ class Searcher:
         analyzer: The BM25 analyzer the segments were indexed with.
         bm25: ``{"k1", "b"}`` of the collection.
         index_policy: When a segment's approximate index is used.
-        embed: ``(texts) -> (n, dim)`` unit vectors, with the collection's model
-            (queries and the sentences of evidence alike).
+        embed: ``(texts, generation) -> (n, dim)`` unit vectors, by the model that embedded
+            ``generation`` (queries and the sentences of evidence alike).
         timings: Where the stages of each search are timed (``encode``,
             ``dense``, ``bm25``, ``fusion``, ``display``); default: untimed.
     """
@@ -58,7 +58,7 @@ class Searcher:
         analyzer: Analyzer,
         bm25: dict[str, Any],
         index_policy: IndexPolicy,
-        embed: Callable[[list[str]], np.ndarray],
+        embed: Callable[[list[str], int], np.ndarray],
         timings: Timings | None = None,
     ) -> None:
         self.catalog = catalog
@@ -104,7 +104,7 @@ class Searcher:
         query_vector = vector
         if mode in ("dense", "hybrid"):
             with timed("encode"):
-                query_vector = vector if vector is not None else self.embed([query])
+                query_vector = vector if vector is not None else self.embed([query], view.generation)
             if self.batcher is not None and allowed is None and not exact:
                 batched = self.batcher.submit((view, query_vector, depth, k))  # scanned with concurrent searches
             else:
@@ -123,16 +123,15 @@ class Searcher:
                 expanded = expanded_query(view, query_vector, first, dense[1])
                 dense = dense_rankings(view, expanded, depth, allowed, exact, self.index_policy, k)[0]
         with timed("fusion"):
-            if mode == "hybrid":
-                ranked = fuse(dense[0], sparse[0], fusion, alpha)
-            else:
-                ranked = dense[0] if mode == "dense" else sparse[0]
+            one_side = (dense if mode == "dense" else sparse)[0]
+            ranked = fuse(dense[0], sparse[0], fusion, alpha) if mode == "hybrid" else one_side
         with timed("display"):
             hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
             if evidence == "none" or not hits:
                 return hits
-            vector_once = functools.cache(lambda: query_vector if query_vector is not None else self.embed([query]))
-            finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), self.embed)  # the view searched
+            embed = functools.partial(self.embed, generation=view.generation)  # the model of the view searched
+            vector_once = functools.cache(lambda: query_vector if query_vector is not None else embed([query]))
+            finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), embed)
             found = finder.find(passages, query, vector_once, evidence)
             return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 

@@ -28,7 +28,8 @@ from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 LOCK_FILE = ".write.lock"
 REMOVING_PREFIX = ".removing-"  # a segment folder on its way out (``remove_segment_folder``)
 TAGGERS_DIR = "taggers"  # trained taggers (retriever.tagging.store)
-OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE, TAGGERS_DIR}  # what a collection holds
+MODELS_DIR = "models"  # models adapted to the collection (``semsearch adapt -c``)
+OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE, TAGGERS_DIR, MODELS_DIR}
 
 
 def remove_unreferenced(root: Path, state: CatalogState) -> None:

@@ -1,7 +1,16 @@
-"""``manifest.json``: what a collection is, written once when it is created."""
+"""``manifest.json``: what a collection is, written when it is created.
+
+It changes afterwards only where a generation changes what the collection is:
+``compact --index-codes`` (the vector index policy), and a model switch
+(``model_switch``), recorded before the generation it takes effect in is
+published: ``model`` is in force from generation ``model_since`` on, and
+``previous_model`` before it, so readers still on an older generation, and a
+switch that was never published, keep the model their vectors came from.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import uuid
@@ -40,6 +49,8 @@ class Manifest:
         bm25: BM25 parameters and text analysis (k1, b, stemmer, stopwords).
         catalog_url: SQLAlchemy URL, or ``None`` for ``catalog.sqlite`` inside
             the directory.
+        model_since: The generation from which ``model`` is in force (0: always).
+        previous_model: The model in force before ``model_since``, or ``None``.
     """
 
     uuid: str
@@ -54,6 +65,8 @@ class Manifest:
     format: str = FORMAT
     format_version: int = FORMAT_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+    model_since: int = 0
+    previous_model: dict[str, Any] | None = None
 
     @classmethod
     def new(
@@ -63,6 +76,25 @@ class Manifest:
         """The manifest of a collection created now, with a new uuid."""
         created_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
         return cls(str(uuid.uuid4()), created_at, model, chunking, index, catalog_url, bm25)
+
+    def model_at(self, generation: int) -> dict[str, Any]:
+        """The model whose vectors generation ``generation`` holds."""
+        if generation < self.model_since and self.previous_model is not None:
+            return self.previous_model
+        return self.model
+
+    def switched(self, model: dict[str, Any], generation: int) -> "Manifest":
+        """A copy with ``model`` in force from ``generation`` on, the model before it kept for older ones."""
+        return dataclasses.replace(self, model=model, model_since=generation,
+                                   previous_model=self.model_at(generation - 1))
+
+    def pending(self, generation: int) -> bool:
+        """Whether a switch is recorded for a generation after ``generation``, the committed one."""
+        return self.model_since > generation and self.previous_model is not None
+
+    def without_pending(self) -> "Manifest":
+        """A copy without the switch that was recorded but never published."""
+        return dataclasses.replace(self, model=self.previous_model, model_since=0, previous_model=None)
 
     def check_model(self, root: Path, embedder: ModelIdentity) -> None:
         """Raise ``ModelMismatchError`` unless ``embedder`` has the weights and dimension the collection was built with."""
@@ -74,6 +106,10 @@ class Manifest:
                 f"{embedder.name!r} (sha256 {embedder.weights_sha256[:12]}, dim {embedder.dim}) "
                 "is a different model"
             )
+
+    def check_model_at(self, root: Path, embedder: ModelIdentity, generation: int) -> None:
+        """``check_model`` against the model in force at ``generation``."""
+        dataclasses.replace(self, model=self.model_at(generation)).check_model(root, embedder)
 
     def catalog_location(self, root: Path) -> str:
         """The SQLAlchemy URL of the catalog for a collection at ``root``."""
@@ -119,3 +155,11 @@ class Manifest:
             return cls(**data)
         except TypeError as exc:
             raise CorruptCollectionError(f"{path} is malformed: {exc}") from None
+
+
+def drop_pending_switch(root: Path, generation: int) -> None:
+    """Take back a model switch recorded in ``root``'s manifest but never published (``generation``: the
+    committed one). Called by the writer that takes the lock, as it removes the switch's unreferenced files."""
+    manifest = Manifest.load(root)
+    if manifest.pending(generation):
+        manifest.without_pending().save(root)

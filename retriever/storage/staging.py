@@ -75,6 +75,7 @@ def stage(
                 "content_hash": doc.content_hash(),
                 "text_hash": doc.text_hash(),
                 "chunks": len(embedded[doc.id].spans),
+                "model": embedded[doc.id].model,
             }
             for doc in docs
         ]

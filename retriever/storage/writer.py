@@ -23,7 +23,7 @@ from filelock import FileLock, Timeout
 
 from retriever.deadline import active as under_deadline
 from retriever.documents import Document
-from retriever.errors import CollectionLockedError, DeadlineExceededError, SemsearchError
+from retriever.errors import CollectionLockedError, DeadlineExceededError, ModelSwitchedError, SemsearchError
 from retriever.search.bm25 import Analyzer
 from retriever.search import vector_index
 from retriever.search.vector_index import IndexPolicy
@@ -33,6 +33,7 @@ from retriever.storage.changes import classify
 from retriever.storage.cleanup import LOCK_FILE, remove_files, remove_unreferenced
 from retriever.storage.generations import read_head, write_head
 from retriever.storage.integrity import record_again, refuse_damage
+from retriever.storage.manifest import Manifest, drop_pending_switch
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
 from retriever.storage.segment import SEGMENTS_DIR, deletion_file, segment_name, write_deletions
@@ -111,6 +112,7 @@ class Writer:
         try:
             state = self.catalog.state()
             remove_unreferenced(self.root, state)
+            drop_pending_switch(self.root, state.generation)  # a model switch killed before its publish
             if read_head(self.root) != state.generation:  # a writer died between publish and HEAD
                 write_head(self.root, state.generation)
             yield
@@ -137,6 +139,7 @@ class Writer:
             ``({id: "added" | "updated" | "unchanged"}, chunks written)``.
         """
         rows_of = [staged_rows(folder) for folder in staged]
+        self._check_model(staged, rows_of)
         stored = self.catalog.lookup([row["id"] for rows in rows_of for row in rows] + [doc.id for doc in others])
         late = [doc for doc, kind in classify(others, stored) if kind == "text"]
         if late:  # changed by another writer between the first look and the lock
@@ -169,6 +172,18 @@ class Writer:
         self.publish(state, change, new_files=touched)
         self.merge_after_commit()
         return changes.kinds, sum(row.n_chunks for row in changes.inserts)
+
+    def _check_model(self, staged: Sequence[Path], rows_of: Sequence[list[dict[str, Any]]]) -> None:
+        """Raise ``ModelSwitchedError`` when a staged folder holds vectors of another model than the one in force."""
+        in_force = Manifest.load(self.root).model_at(self.catalog.state().generation)
+        for folder, rows in zip(staged, rows_of):
+            models = {row.get("model") for row in rows} - {None}  # None: vectors of the caller's
+            for model in models - {in_force["sha256"]}:
+                raise ModelSwitchedError(
+                    f"staged segment {folder.name} was embedded by model {model[:12]}, but the collection switched "
+                    f"to {in_force['name']!r} ({in_force['sha256'][:12]}) meanwhile: nothing was written; write "
+                    "these documents again"
+                )
 
     @staticmethod
     def _changes(

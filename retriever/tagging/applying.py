@@ -158,7 +158,7 @@ def stale_documents(collection: Any, field_name: str) -> list[str]:
     if tagger is None:
         raise BadInputError(f"{collection.root} has no tagger for field {field_name!r}; "
                             f"train one with: semsearch tag -c DIR --field {field_name} --examples FILE")
-    other_model = tagger.method == EMBEDDING and tagger.model["sha256"] != collection.manifest.model["sha256"]
+    other_model = tagger.method == EMBEDDING and tagger.model["sha256"] != collection.model["sha256"]
     return sorted(
         doc_id for doc_id, meta in collection.catalog.iter_metadata()
         if not tagger.owned_by_user(meta) and (other_model or tagger.probability_field not in meta)

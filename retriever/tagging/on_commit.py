@@ -12,7 +12,7 @@ another model's vectors than the collection's tags nothing; ``semsearch tag
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,12 +30,12 @@ class TagOnCommit:
 
     Args:
         root: The collection directory (its ``taggers/`` is read at every commit).
-        model_sha256: The collection's model weights hash.
+        model_in_force: ``() -> identity`` of the model of the generation a commit builds on.
     """
 
-    def __init__(self, root: Path, model_sha256: str) -> None:
+    def __init__(self, root: Path, model_in_force: Callable[[], dict]) -> None:
         self.root = Path(root)
-        self.model_sha256 = model_sha256
+        self.model_in_force = model_in_force
 
     def __call__(
         self,
@@ -59,8 +59,9 @@ class TagOnCommit:
                    for doc_id, key, meta, content_hash in metadata]
         where = _locate(inserts, placements)
         segments: dict[Path, Segment] = {}
+        model_sha256 = self.model_in_force()["sha256"]
         for tagger in taggers.values():
-            if tagger.method == EMBEDDING and tagger.model["sha256"] != self.model_sha256:
+            if tagger.method == EMBEDDING and tagger.model["sha256"] != model_sha256:
                 continue  # trained on another model's vectors: listed by `tag --stale`
             todo = [row for row in inserts if not tagger.owned_by_user(row.metadata)]
             for folder, group in _by_folder(todo, where).items():

@@ -91,14 +91,14 @@ def expected_fusion(
     return {i: alpha * d.get(i, 0.0) + (1 - alpha) * b.get(i, 0.0) for i in ids}
 
 
-def assert_fused(hits, expected: dict[str, float], k: int) -> None:
+def assert_fused(hits, expected: dict[str, float], k: int, tolerance: float = 1e-12) -> None:
     """``hits`` are the ``k`` best of ``expected``, by descending score, each with its expected score."""
     assert len(hits) == min(k, len(expected))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     for hit in hits:
-        assert hit.score == pytest.approx(expected[hit.id], abs=1e-12), hit.id
+        assert hit.score == pytest.approx(expected[hit.id], abs=tolerance), hit.id
     shown = {h.id for h in hits}
-    assert all(score <= hits[-1].score + 1e-12 for i, score in expected.items() if i not in shown)
+    assert all(score <= hits[-1].score + tolerance for i, score in expected.items() if i not in shown)
 
 
 @pytest.fixture
@@ -386,8 +386,9 @@ def test_hybrid_with_feedback_fuses_bm25_with_the_dense_side_of_the_expanded_que
     expanded = expanded_query(col.reader.current(), vector.reshape(1, -1), top, {})
     assert not np.allclose(expanded[0], vector)
     expected = expected_fusion(col, query, fusion, vector=expanded[0])
-    assert_fused(col.search(query, k=5, fusion=fusion), expected, 5)
-    assert col.search(query, k=5, fusion=fusion) != col.search(query, k=5, fusion=fusion, feedback=False)
+    assert_fused(col.search(query, k=5, fusion=fusion), expected, 5, tolerance=1e-5)  # the vector given normalised again
+    if fusion == "convex":  # (ranks alone may stay as they were)
+        assert col.search(query, k=5, fusion=fusion) != col.search(query, k=5, fusion=fusion, feedback=False)
     col.close()
 
 

@@ -88,3 +88,37 @@ def test_bf16_autocast_is_chosen_by_the_cpu_unless_told(monkeypatch):
     assert not autocast_bf16("auto", "cpu")
     monkeypatch.setattr(choice, "has_bf16", lambda info=None: True)
     assert autocast_bf16("auto", "cpu")
+
+
+@pytest.mark.parametrize("verdict, flags, switched", [
+    ((0.2, 0.6), [], True), ((0.6, 0.2), [], False), ((0.2, 0.6), ["--dry-run"], False),
+])
+def test_the_command_switches_the_collection_only_to_a_model_that_won_the_check(
+        tmp_path, tiny_model_dir, capsys, monkeypatch, verdict, flags, switched):
+    import training.adapt as adapting
+
+    root = tmp_path / "col"
+    with Collection.create(root, tiny_model_dir) as col:
+        col.add(documents(100))
+        col.delete(["d3"])
+        generation, model = col.info()["generation"], col.model
+    monkeypatch.setattr(adapting, "check", lambda *args, **kwargs: verdict)  # the verdict, not its measure
+    code = main(["adapt", "-c", str(root), "--documents", "100", "--held-out", "15", "--batch-size", "8",
+                 "--json", *flags])
+    report = json.loads(capsys.readouterr().out)
+    assert code == (0 if verdict[1] > verdict[0] else 1)
+    out = root / "models" / f"adapted-g{generation}"
+    assert report["model_dir"] == str(out.resolve()) and Embedder(str(out)).dim == 32
+    with Collection.open(root) as col:
+        if switched:
+            assert report["switched"]["generation"] == generation + 1 == col.info()["generation"]
+            assert col.model["sha256"] == Embedder(str(out)).weights_sha256 != model["sha256"]
+            assert col.model["name"] == str(out.resolve()) and len(col) == 99 and "d3" not in col
+            assert col.search("tea", k=3, mode="dense")
+        else:
+            assert report["switched"] is None and col.info()["generation"] == generation and col.model == model
+
+
+def test_the_command_needs_an_output_for_a_corpus(tmp_path, capsys):
+    assert main(["adapt", "--corpus", str(tmp_path)]) == 2
+    assert "--corpus needs -o MODEL" in capsys.readouterr().err

@@ -219,7 +219,7 @@ def test_bring_your_own_vectors(tmp_path, tiny_embedder, tiny_model_dir):
     hits = col.search(vector=vectors[7], k=3)
     assert hits[0].id == "d0007" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert hits[0].text == text(7)
-    assert col._embedder is None
+    assert col.models.loaded == []
     assert col.search(vector=list(map(float, vectors[9])), k=1, where={"g": 1})[0].id == "d0009"
     with pytest.raises(BadInputError, match="shape"):
         col.add(docs(100, 2), vectors=np.ones((2, dim + 1)))
