@@ -169,15 +169,29 @@ def switch_model(collection, embedder, *, progress: bool = True) -> SwitchReport
             try:
                 writer.publish(state, Publish(refs, state.next_key, state.next_segment + len(refs)), new_files=placed)
             except BaseException:
-                if collection.catalog.state().generation == state.generation:  # not published: the old model stays
-                    manifest.save(collection.root)
+                _after_failed_publish(collection, state, manifest, switched, embedder, placed)
                 raise
-            placed = []
+            placed.clear()
             collection.models.switched(switched, embedder)
     finally:
         remove_files(placed + [folder for folder, _ in staged.values()])  # staged for segments gone meanwhile
     return SwitchReport(embedder.name, embedder.weights_sha256, state.generation + 1, len(refs), chunks,
                         round(time.monotonic() - started, 1))
+
+
+def _after_failed_publish(collection, state, manifest, switched, embedder, placed: list[Path]) -> None:
+    """Settle a publish that raised: landed (an interrupt after the commit), the switch stands; not landed,
+    the manifest goes back; unknown (the catalog cannot be read), everything stays for the next writer."""
+    try:
+        landed = collection.catalog.state().generation > state.generation
+    except Exception:
+        placed.clear()  # the next writer keeps or removes them, and the recorded switch, by the catalog
+        return
+    if landed:
+        placed.clear()
+        collection.models.switched(switched, embedder)
+    else:
+        manifest.save(collection.root)
 
 
 def _stage(collection, part: SegmentView, prefix, embedder, progress: bool) -> tuple[Path, np.ndarray]:

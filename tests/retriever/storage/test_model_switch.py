@@ -101,7 +101,10 @@ def test_a_reader_opened_before_follows_the_switch_and_old_generations_keep_thei
     old_sha = reader.model["sha256"]
     collection.switch_model(other_embedder, progress=False)
     assert reader.model["sha256"] == other_embedder.weights_sha256  # HEAD moved: the manifest was read again
-    assert ranking(reader) == ranking(collection) != before
+    assert ranking(collection) != before
+    for query in QUERIES:  # (the reader loaded the new model by name: another backend, scores within bf16's reach)
+        found, expected = scores(reader, query), scores(collection, query)
+        assert found.keys() == expected.keys() and all(abs(found[i] - expected[i]) < 3e-3 for i in found)
     assert reader.models.model_at(old_generation)["sha256"] == old_sha  # a search still on that view
     reader.close()
 
@@ -150,9 +153,8 @@ def test_documents_embedded_by_the_old_model_are_embedded_again_or_refused(colle
     assert report.added == ["d052", "d053"] and switched
     fresh = built_with(tmp_path, other_embedder, set(collection.ids()))
     for query in QUERIES:  # (the new model loaded by name: another backend, scores within bf16's reach)
-        found, expected = (scores(c, query) for c in (collection, fresh))
-        assert found.keys() == expected.keys()
-        assert all(abs(found[i] - expected[i]) < 3e-3 for i in found)
+        found, expected = scores(collection, query), scores(fresh, query)
+        assert found.keys() == expected.keys() and all(abs(found[i] - expected[i]) < 3e-3 for i in found)
     fresh.close()
     other.close()
 
@@ -215,3 +217,22 @@ def test_documents_with_the_callers_vectors_longer_than_the_window_are_named(col
     with pytest.raises(BadInputError, match="'given' has a chunk of"):
         collection.switch_model(other_embedder, progress=False)
     assert ranking(collection) == before and collection.model["sha256"] != other_embedder.weights_sha256
+
+
+def test_an_interrupt_after_the_publish_landed_keeps_the_switch(collection, other_embedder, tmp_path, monkeypatch):
+    publish = collection.catalog.publish
+
+    def landed_then_interrupted(*args, **kwargs):
+        publish(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(collection.catalog, "publish", landed_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        collection.switch_model(other_embedder, progress=False)
+    monkeypatch.undo()
+    assert collection.model["sha256"] == other_embedder.weights_sha256
+    fresh = built_with(tmp_path, other_embedder, set(collection.ids()))
+    with Collection.open(collection.root, model=other_embedder) as reopened:  # the new segments were kept
+        report = reopened.check()
+        assert ranking(reopened) == ranking(fresh) and not report.damaged and not report.unverified
+    fresh.close()
