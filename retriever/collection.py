@@ -182,9 +182,10 @@ class Collection:
 
         Args:
             path: The collection directory.
-            model: Optional model to use; it must be the one the collection was
-                built with (same weights). By default the manifest's model is
-                loaded when first needed.
+            model: Optional model to use; it must be the one the committed
+                generation was embedded with (same weights: the model the
+                collection was built with, or the one it switched to). By
+                default the manifest's model is loaded when first needed.
             lock_timeout: Seconds a write waits for another writer (-1: forever).
 
         Returns:
