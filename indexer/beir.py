@@ -80,7 +80,8 @@ def evaluate(
     with open_collection(dataset, collection_dir, model, progress) as collection:
         index_paths(collection, [dataset.root], prune=True, progress=progress)
         with _with_codes(collection, index_codes) as searched:
-            run = search_queries(searched, dataset, mode, fusion, alpha, progress, feedback)
+            run = search_queries(searched, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress,
+                                 feedback=feedback)
         model_name = collection.model["name"]
         encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
@@ -140,7 +141,7 @@ def open_collection(
 
 
 def search_queries(
-    collection: Collection, dataset: BeirDataset, mode: str, fusion: str, alpha: float, progress: bool,
+    collection: Collection, dataset: BeirDataset, *, mode: str, fusion: str, alpha: float, progress: bool,
     feedback: bool = True,
 ) -> Run:
     """The top ``DEPTH`` document ids of every query of ``dataset``, best first.

@@ -424,13 +424,14 @@ class Collection:
         n_docs, n_chunks = self.catalog.counts()
         catalog_state = self.catalog.state()
         view = self.reader.current()
+        model = self.models.model_at(view.generation)
         return {
             "path": str(self.root.resolve()),
             "documents": n_docs,
             "chunks": n_chunks,
-            "model": self.model["name"],
-            "model_sha256": self.model["sha256"],
-            "dim": self.model["dim"],
+            "model": model["name"],
+            "model_sha256": model["sha256"],
+            "dim": model["dim"],
             "chunking": self.manifest.chunking,
             "index": view.summary(),
             "index_policy": self.manifest.index,
@@ -609,10 +610,11 @@ class Collection:
             return WriteReport()
         plan = classify(docs, self.catalog.lookup([d.id for d in docs]))
         changed = [doc for doc, kind in plan if kind == "text"]
+        others = [doc for doc, kind in plan if kind != "text"]
         try:
-            kinds, chunks = self._write(changed, [doc for doc, kind in plan if kind != "text"], embed)
+            kinds, chunks = self._write(changed, others, embed)
         except ModelSwitchedError:  # the collection switched models while they were embedded: embed them again
-            kinds, chunks = self._write(changed, [doc for doc, kind in plan if kind != "text"], embed)
+            kinds, chunks = self._write(changed, others, embed)
         return WriteReport.of([doc.id for doc in docs], kinds, chunks)
 
     def _write(self, changed: list[Document], others: list[Document], embed: EmbedFn) -> tuple[dict[str, str], int]:

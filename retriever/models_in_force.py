@@ -9,11 +9,12 @@ two embedders are kept, the model of the newest generation and the one before.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from retriever.encoding.embedder import Embedder
 from retriever.encoding.models import check_manifest_model
+from retriever.storage.generations import file_stamp
 from retriever.storage.manifest import MANIFEST, Manifest
 
 
@@ -23,16 +24,14 @@ class ModelsInForce:
     Args:
         root: The collection directory.
         manifest: Its manifest, as loaded.
-        load: ``name -> Embedder`` (default ``retriever.Embedder``).
     """
 
-    def __init__(self, root: Path, manifest: Manifest, load: Callable[[str], Any] | None = None) -> None:
+    def __init__(self, root: Path, manifest: Manifest) -> None:
         self.root = Path(root)
         self.manifest = manifest
-        self._stamp = _stamp(self.root / MANIFEST)
+        self._stamp = file_stamp(self.root / MANIFEST)
         self._seen = -1  # the last generation the manifest was checked for
-        self._embedders: dict[str, Any] = {}  # by weights sha256
-        self._load = load
+        self._embedders: dict[str, Embedder] = {}  # by weights sha256
 
     @property
     def loaded(self) -> list[str]:
@@ -46,7 +45,7 @@ class ModelsInForce:
             self._seen = generation
         return self.manifest.model_at(generation)
 
-    def embedder_at(self, generation: int):
+    def embedder_at(self, generation: int) -> Embedder:
         """The ``Embedder`` of the model generation ``generation`` holds, loaded and checked on first use.
 
         Raises:
@@ -58,11 +57,11 @@ class ModelsInForce:
         embedder = self._embedders.get(model["sha256"])
         if embedder is None:
             check_manifest_model(model["name"])
-            embedder = self._loader()(model["name"])
+            embedder = Embedder(model["name"])
             self.adopt(embedder, generation)
         return embedder
 
-    def adopt(self, embedder, generation: int) -> None:
+    def adopt(self, embedder: Embedder, generation: int) -> None:
         """Use ``embedder`` for generation ``generation``; raise ``ModelMismatchError`` unless it is that model."""
         model = self.model_at(generation)
         self.manifest.check_model_at(self.root, embedder, generation)
@@ -72,27 +71,12 @@ class ModelsInForce:
 
     def reload(self) -> Manifest:
         """The manifest as the file holds it now (read again when it changed)."""
-        stamp = _stamp(self.root / MANIFEST)
+        stamp = file_stamp(self.root / MANIFEST)
         if stamp != self._stamp:
             self.manifest, self._stamp, self._seen = Manifest.load(self.root), stamp, -1
         return self.manifest
 
-    def switched(self, manifest: Manifest, embedder) -> None:
+    def switched(self, manifest: Manifest, embedder: Embedder) -> None:
         """Take ``manifest`` (just saved by a switch this process published) and the new model's ``embedder``."""
-        self.manifest, self._stamp, self._seen = manifest, _stamp(self.root / MANIFEST), -1
+        self.manifest, self._stamp, self._seen = manifest, file_stamp(self.root / MANIFEST), -1
         self._embedders[embedder.weights_sha256] = embedder
-
-    def _loader(self) -> Callable[[str], Any]:
-        if self._load is None:
-            from retriever.encoding.embedder import Embedder
-
-            self._load = Embedder
-        return self._load
-
-
-def _stamp(path: Path) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns, st.st_size

@@ -335,7 +335,8 @@ def _identity(model: Any) -> tuple[str, str, int]:
         info = model.info()
         return info["model"], info["model_sha256"], int(info["dim"])
     if isinstance(model, Collection):
-        return model.model["name"], model.model["sha256"], int(model.model["dim"])
+        identity = model.model
+        return identity["name"], identity["sha256"], int(identity["dim"])
     return model.name, model.weights_sha256, int(model.dim)
 
 

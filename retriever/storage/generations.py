@@ -30,8 +30,13 @@ def read_head(root: Path) -> int | None:
 
 def head_stamp(root: Path) -> tuple[int, int, int] | None:
     """``(inode, mtime_ns, size)`` of ``HEAD``: changes whenever a generation is published."""
+    return file_stamp(Path(root) / HEAD_FILE)
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """``(inode, mtime_ns, size)`` of a file written atomically (a new inode each time), or ``None`` when missing."""
     try:
-        st = os.stat(Path(root) / HEAD_FILE)
+        st = os.stat(path)
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size

@@ -105,7 +105,7 @@ def reembedded(part: SegmentView, rows: dict[int, Any], prefix, embedder, progre
         BadInputError: A chunk is longer than the model's window: its document was added with vectors
             of the caller's (one chunk over its whole text), which no model embeds whole.
     """
-    data = merge([part.segment], [part.deleted])
+    data = merge([part.segment], [part.deleted], vectors=False)
     texts = chunk_texts(data, {key: row.title for key, row in rows.items()}, prefix)
     counts = np.asarray(embedder.text_tokenizer.count(texts), dtype=np.int64)
     over = np.flatnonzero(counts > embedder.max_tokens)

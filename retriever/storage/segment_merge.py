@@ -16,10 +16,11 @@ from retriever.search.bm25 import Postings
 from retriever.storage.segment import Segment, SegmentData, offsets_of
 
 
-def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray]) -> SegmentData:
+def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray], vectors: bool = True) -> SegmentData:
     """One segment holding the live documents of ``segments``, ordered by key.
 
     Term statistics are carried over as they are (no text is analysed again).
+    ``vectors=False`` leaves the vectors zero, for a caller that embeds them again.
     """
     key_parts, doc_refs = [], []
     for i, (segment, gone) in enumerate(zip(segments, deleted)):
@@ -56,7 +57,8 @@ def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray]) -> Segment
         at = new_chunk_of[i][kept]
         merged_spans[at] = segment.spans[kept]
         merged_byte_spans[at] = segment.byte_spans[kept]
-        merged_vectors[at] = vector_index.reconstruct(segment.index, kept)
+        if vectors:
+            merged_vectors[at] = vector_index.reconstruct(segment.index, kept)
         kept_docs = np.flatnonzero(new_row_of[i] >= 0)
         merged_lengths[new_row_of[i][kept_docs]] = segment.doc_lengths[kept_docs]
     postings, chunk_terms = _merge_postings(segments, new_row_of, new_chunk_of)

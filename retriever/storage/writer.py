@@ -139,13 +139,13 @@ class Writer:
             ``({id: "added" | "updated" | "unchanged"}, chunks written)``.
         """
         rows_of = [staged_rows(folder) for folder in staged]
-        self._check_model(staged, rows_of)
+        state, view = self.state()  # the lock is held: it stays the committed state until this publishes
+        self._check_model(staged, rows_of, state.generation)
         stored = self.catalog.lookup([row["id"] for rows in rows_of for row in rows] + [doc.id for doc in others])
         late = [doc for doc, kind in classify(others, stored) if kind == "text"]
         if late:  # changed by another writer between the first look and the lock
             staged.append(stage(self.root, late, embed(late), self.analyzer, self.index_policy))
             rows_of.append(staged_rows(staged[-1]))
-        state, view = self.state()
         changes = self._changes(staged, rows_of, others, stored, state.next_key)
         if not changes.inserts and not changes.metadata:
             return changes.kinds, 0
@@ -173,11 +173,14 @@ class Writer:
         self.merge_after_commit()
         return changes.kinds, sum(row.n_chunks for row in changes.inserts)
 
-    def _check_model(self, staged: Sequence[Path], rows_of: Sequence[list[dict[str, Any]]]) -> None:
-        """Raise ``ModelSwitchedError`` when a staged folder holds vectors of another model than the one in force."""
-        in_force = Manifest.load(self.root).model_at(self.catalog.state().generation)
-        for folder, rows in zip(staged, rows_of):
-            models = {row.get("model") for row in rows} - {None}  # None: vectors of the caller's
+    def _check_model(self, staged: Sequence[Path], rows_of: Sequence[list[dict[str, Any]]], generation: int) -> None:
+        """Raise ``ModelSwitchedError`` when a staged folder holds vectors of another model than the one
+        in force at ``generation``, the committed one."""
+        models_of = [{row.get("model") for row in rows} - {None} for rows in rows_of]  # None: caller's vectors
+        if not any(models_of):
+            return
+        in_force = Manifest.load(self.root).model_at(generation)
+        for folder, models in zip(staged, models_of):
             for model in models - {in_force["sha256"]}:
                 raise ModelSwitchedError(
                     f"staged segment {folder.name} was embedded by model {model[:12]}, but the collection switched "

@@ -132,7 +132,8 @@ def train(
     counts: dict[str, int] = {}
     for label in labels:
         counts[str(label)] = counts.get(str(label), 0) + 1
-    model = {"name": collection.model["name"], "sha256": collection.model["sha256"]}
+    identity = collection.model
+    model = {"name": identity["name"], "sha256": identity["sha256"]}
     tagger = Tagger(field, method, classes, coef, intercept, model, min_probability, counts,
                     tfidf if method == TFIDF else None)
     return tagger, evaluation
