@@ -24,6 +24,7 @@ import numpy as np
 DEFAULT_K1 = 0.9
 DEFAULT_B = 0.4
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
+STEM_CACHE = 200_000  # words whose stems an Analyzer remembers for term_spans
 #: Lucene's English stop set (``EnglishAnalyzer``), as bm25s lists it; written out here because
 #: importing bm25s loads scipy, a fifth of a second that a command-line search need not spend.
 STOPWORDS_EN = frozenset(
@@ -47,6 +48,7 @@ class Analyzer:
         self.settings = {"stemmer": stemmer, "stopwords": stopwords}
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
         self._stopwords = STOPWORDS_EN if stopwords == "en" else frozenset()
+        self._stem_of: dict[str, str] = {}  # words seen by term_spans, stemmed (up to STEM_CACHE)
 
     def __call__(self, text: str) -> list[str]:
         tokens = [t for t in _TOKEN.findall(text.lower()) if t not in self._stopwords]
@@ -55,14 +57,46 @@ class Analyzer:
     def term_spans(self, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
         """``(start, end, term)`` of every word of ``text`` that analyses to one of ``terms``; offsets in ``text``.
 
-        One scan for the words; each distinct word is stemmed once.
+        The distinct words are found and stemmed at once; only the words that
+        analyse to a wanted term are then located, as whole tokens.
         """
+        lowered = text.lower()
+        if len(lowered) != len(text):  # a few characters grow when lower-cased: word by word in the original
+            return self._term_spans_by_word(text, terms)
+        stem_of = {word: stem for word, stem in self._stemmed(set(_TOKEN.findall(lowered)) - self._stopwords)
+                   if stem in terms}  # fmt: skip
+        if not stem_of:
+            return []
+        found = []
+        for word, stem in stem_of.items():
+            at = lowered.find(word)
+            while at >= 0:
+                end = at + len(word)
+                if (at == 0 or not _word_character(lowered[at - 1])) and (
+                    end == len(lowered) or not _word_character(lowered[end])
+                ):
+                    found.append((at, end, stem))
+                at = lowered.find(word, end)
+        found.sort()
+        return found
+
+    def _stemmed(self, words: set[str]) -> list[tuple[str, str]]:
+        """``(word, stem)`` of each of ``words``; stems are remembered, the unseen ones stemmed at once."""
+        if self._stemmer is None:
+            return [(word, word) for word in words]
+        known = self._stem_of
+        new = [word for word in words if word not in known]
+        if new:
+            if len(known) + len(new) > STEM_CACHE:
+                known.clear()
+            known.update(zip(new, self._stemmer.stemWords(new)))
+        return [(word, known[word]) for word in words]
+
+    def _term_spans_by_word(self, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
         words = [(match.start(), match.end(), match.group().lower()) for match in _TOKEN.finditer(text)]
         unique = list({word for _, _, word in words} - self._stopwords)
         stems = self._stemmer.stemWords(unique) if self._stemmer else unique
         wanted = {word: stem for word, stem in zip(unique, stems) if stem in terms}
-        if not wanted:
-            return []
         return [(start, end, wanted[word]) for start, end, word in words if word in wanted]
 
     def positions(self, text: str) -> tuple[np.ndarray, list[str]]:
@@ -80,6 +114,11 @@ class Analyzer:
         tokens = [word for _, word in kept]
         terms = self._stemmer.stemWords(tokens) if self._stemmer else tokens
         return np.fromiter((offset for offset, _ in kept), dtype=np.int64, count=len(kept)), terms
+
+
+def _word_character(character: str) -> bool:
+    """Whether ``character`` is one ``\\w`` matches (a Unicode letter or digit, or ``_``)."""
+    return character.isalnum() or character == "_"
 
 
 @dataclass

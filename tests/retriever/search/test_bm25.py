@@ -47,16 +47,60 @@ def test_stopwords_are_lucenes_english_set_as_bm25s_lists_it():
     assert STOPWORDS_EN == frozenset(reference) and len(STOPWORDS_EN) == 33
 
 
-def test_searching_loads_neither_scipy_nor_bm25s():
-    """A command-line search imports what it uses: scipy alone costs it a fifth of a second."""
+def test_searching_loads_neither_scipy_nor_bm25s_nor_numba():
+    """A command-line search imports what it uses: scipy alone costs it a fifth of a second, numba (the
+    compiled skipping scorer, for large collections only) a third."""
     probe = (
         "import sys\n"
+        "import retriever.search.ranking\n"
         "from retriever.search.bm25 import Analyzer, bm25_top\n"
         "Analyzer()('the rivers flow')\n"
-        "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'bm25s'}))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'bm25s', 'numba'}))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def word_by_word_term_spans(analyzer, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
+    """The reference: every token of ``text``, lower-cased and stemmed alone, kept when its stem is wanted."""
+    import re
+
+    import Stemmer
+
+    from retriever.search.bm25 import STOPWORDS_EN
+
+    stem = Stemmer.Stemmer("porter").stemWord
+    found = []
+    for match in re.finditer(r"(?u)\b\w\w+\b", text):
+        word = match.group().lower()
+        if word not in STOPWORDS_EN and stem(word) in terms:
+            found.append((match.start(), match.end(), stem(word)))
+    return found
+
+
+@pytest.mark.parametrize("text", [
+    DOCS["rivers"] + " " + DOCS["both"],
+    "Running runs run; the runner ran. RUN_TIME run_x x_run run9 9run run٣ runs",
+    "İstanbul STRASSE straße ǅemal, ﬁne ﬁles filed: Ünïcödé wörds wörd",  # lower-casing changes lengths
+    "flow flows flowing overflow flowchart FLOW-RATE",
+])
+def test_term_spans_find_the_whole_words_that_analyse_to_the_terms(analyzer, text):
+    terms = set(analyzer(text)) | {"absent"}
+    for wanted in (terms, {t for t in terms if len(t) % 2}, {"run", "flow"}, set()):
+        assert analyzer.term_spans(text, wanted) == word_by_word_term_spans(analyzer, text, wanted)
+
+
+def test_term_spans_on_real_text(analyzer, datasets_dir):
+    corpus = datasets_dir / "scifact" / "corpus.jsonl"
+    queries = datasets_dir / "scifact" / "queries.jsonl"
+    if not corpus.exists():
+        pytest.skip(f"needs {corpus}")
+    rows = [json.loads(line) for line in itertools.islice(corpus.open(encoding="utf-8"), 150)]
+    questions = [json.loads(line)["text"] for line in itertools.islice(queries.open(encoding="utf-8"), 150)]
+    for row, question in zip(rows, questions):
+        text = f"{row['title']}. {row['text']}"
+        terms = set(analyzer(question)) | set(analyzer(text)[:4])
+        assert analyzer.term_spans(text, terms) == word_by_word_term_spans(analyzer, text, terms)
 
 
 def test_ranking_follows_term_statistics(analyzer):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.search import bm25_maxscore
 from retriever.search.bm25 import Postings, bm25_top
 from retriever.search.bm25_maxscore import bm25_top_maxscore
 from retriever.search.bm25_ranges import RangeBounds
@@ -64,26 +63,31 @@ def test_ties_break_by_part_then_row_in_both():
     assert [part for part, _, _ in top[:2]] == [0, 1]  # a tied pair: the first segment's row first
 
 
-def test_documents_holding_only_weak_terms_are_never_scored(monkeypatch):
+def test_documents_holding_only_weak_terms_are_never_scored():
     postings, lengths = zipf_segment(20_000, seed=5)
     part = [(postings, lengths, None, None)]
     bounds = [RangeBounds.build(postings, lengths, rows_per_range=256)]
-    scored: list[int] = []
-    original = bm25_maxscore._score_rows
-
-    def counting(part, part_spans, rows, *args):
-        scored.append(len(rows))
-        return original(part, part_spans, rows, *args)
-
-    monkeypatch.setattr(bm25_maxscore, "_score_rows", counting)
     df = np.diff(postings.indptr)
     common = [int(t) for t in np.argsort(-df, kind="stable")[:3]]
     rare = [int(t) for t in np.argsort(df, kind="stable") if 5 <= df[t] <= 20][:2]
     query = [postings.terms[t] for t in (*common, *rare)]  # three common words, two rare ones
     totals = (20_000, float(lengths.sum()))
-    top = bm25_top_maxscore(part, bounds, query, 3, 0.9, 0.4, totals=totals)
+    stats: dict = {}
+    top = bm25_top_maxscore(part, bounds, query, 3, 0.9, 0.4, totals=totals, stats=stats)
     assert top == bm25_top(part, query, 3, 0.9, 0.4, totals=totals)
-    assert sum(scored) <= df[rare].sum() < df[common].sum() / 20  # only documents with a rare word are scored
+    assert stats["scored"] <= df[rare].sum() < df[common].sum() / 20  # only documents with a rare word are scored
+
+
+def test_filters_and_deletions_skip_as_they_rank():
+    """A filter that leaves fewer than ``k`` documents, and one that every top document fails."""
+    rng = np.random.default_rng(4)
+    parts, totals = random_parts(rng, [2000, 1500], deleted_share=0.3, allowed_share=0.002)
+    bounds = [RangeBounds.build(p, lengths, rows_per_range=64) for p, lengths, _, _ in parts]
+    query = [VOCABULARY[t] for t in (0, 1, 5, 40, 700)]
+    top = bm25_top_maxscore(parts, bounds, query, 50, 0.9, 0.4, totals=totals)
+    assert top == bm25_top(parts, query, 50, 0.9, 0.4, totals=totals)
+    allowed_live = sum(int((a & l).sum()) for _, _, l, a in parts)
+    assert 0 < len(top) <= allowed_live < 50
 
 
 def test_bounds_cover_every_posting_once():
@@ -141,3 +145,17 @@ def test_segments_store_their_bounds_and_older_segments_compute_them(tmp_path, t
     meta_path.write_text(json.dumps(meta))
     older = Segment(segment.folder)
     assert older._stored_bounds is None and np.array_equal(older.range_bounds.max_tf, built.max_tf)
+
+
+def test_threads_searching_at_once_each_get_the_exhaustive_answer():
+    """Each thread keeps its own partial sums (nogil kernels run side by side)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(21)
+    parts, totals = random_parts(rng, [4000, 2500], deleted_share=0.05, allowed_share=None)
+    bounds = [RangeBounds.build(p, lengths, rows_per_range=128) for p, lengths, _, _ in parts]
+    queries = [[VOCABULARY[int(t)] for t in rng.zipf(1.2, size=12) % len(VOCABULARY)] for _ in range(40)]
+    expected = [bm25_top(parts, q, 20, 0.9, 0.4, totals=totals) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda q: bm25_top_maxscore(parts, bounds, q, 20, 0.9, 0.4, totals=totals), queries * 3))
+    assert found == expected * 3
