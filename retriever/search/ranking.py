@@ -57,7 +57,7 @@ def dense_rankings(
             continue
         if exact and mask is None and segment.index_type != vector_index.FLAT:
             mask = np.ones(segment.n_chunks, dtype=bool)
-        fetch = min(available, max(4 * k, k + 16))
+        fetch = min(available, _chunks_to_fetch(part, k))
         pending = list(range(n))
         while pending:  # widen, for the queries still short of k distinct documents, until nothing is left
             scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
@@ -74,6 +74,15 @@ def dense_rankings(
                     short.append(q)
             pending, fetch = short, min(available, fetch * 4)
     return [best_documents(view, parts, k) for parts in found]
+
+
+def _chunks_to_fetch(part, k: int) -> int:
+    """Chunks to fetch first for ``k`` distinct documents of ``part``: ``k`` times its chunks per live
+    document (at most 4), and 16 more; a search still short of ``k`` documents widens. Fetching
+    ``4 k`` everywhere cost a hybrid search (100 a side) 1,200 rescored rows per segment where
+    documents are one chunk long."""
+    per_document = part.n_live_chunks / max(part.n_live_docs, 1)
+    return int(np.ceil(k * min(4.0, max(1.0, per_document)))) + 16
 
 
 def best_documents(view: View, found: list[tuple[np.ndarray, ...]], k: int) -> Ranking:

@@ -358,6 +358,20 @@ def test_many_query_vectors_rank_as_each_alone(layered):
         assert len({tuple(key for key, _ in ranked) for ranked, _ in together}) > 1  # the queries differ
 
 
+def test_one_document_of_many_near_chunks_does_not_crowd_out_the_rest(tmp_path, tiny_embedder):
+    """Most documents are one chunk long, so a search fetches few chunks per wanted document; where one
+    long document holds every chunk near the query, the search widens until it has ``k`` documents."""
+    col = Collection.create(tmp_path / "col", tiny_embedder)
+    long_text = " ".join(text(3, 12) for _ in range(120))
+    col.add([{"id": "long", "text": long_text}] + [{"id": f"s{i:03d}", "text": text(i, 6)} for i in range(60)])
+    n_chunks = col.info()["chunks"]
+    assert n_chunks - 60 >= 30  # the long document alone has more chunks than a first fetch of 5 documents
+    wide = [h.id for h in col.search(text(3, 12), k=60, mode="dense")]
+    narrow = [h.id for h in col.search(text(3, 12), k=5, mode="dense")]
+    assert narrow[0] == "long" and len(narrow) == len(set(narrow)) == 5
+    assert narrow == wide[:5]
+
+
 def test_a_search_batch_keeps_views_and_depths_apart(layered):
     old_view = layered.reader.current()
     nearest = layered.search(QUERIES[0], k=1, mode="dense")[0].id
