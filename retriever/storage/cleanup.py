@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import stat
 from pathlib import Path
 from typing import Sequence
 from urllib.parse import quote
@@ -161,5 +162,15 @@ def remove_partial_collection(root: Path) -> None:
 
 
 def size_on_disk(root: Path) -> int:
-    """Bytes of every file under ``root``."""
-    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    """Bytes of every file under ``root``; a file or folder that another process removes meanwhile (a
+    staged segment committed or abandoned, a merged segment collected) counts as gone."""
+    total = 0
+    for folder, _, files in os.walk(root):  # a folder gone before it is listed is skipped
+        for name in files:
+            try:
+                info = os.stat(os.path.join(folder, name))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                total += info.st_size
+    return total
