@@ -110,6 +110,8 @@ class EvidenceFinder:
         if mode == "none" or not passages:
             return [() for _ in passages]
         terms = set(self.analyzer(query)) if query else set()
+        if not terms and (mode == "terms" or (mode == "auto" and not query)):  # nothing to match, nor a model to run
+            return [() for _ in passages]
         weights = self.idf(sorted(terms)) if terms else {}
         sentences = [p.sentences() for p in passages]
         found: list[tuple[Evidence, ...]] = [() for _ in passages]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from retriever.search.bm25 import Analyzer, Postings, bm25_top
 from retriever.search.bm25_matrix import BM25Index
@@ -83,11 +85,45 @@ def word_by_word_term_spans(analyzer, text: str, terms: set[str]) -> list[tuple[
     "Running runs run; the runner ran. RUN_TIME run_x x_run run9 9run run٣ runs",
     "İstanbul STRASSE straße ǅemal, ﬁne ﬁles filed: Ünïcödé wörds wörd",  # lower-casing changes lengths
     "flow flows flowing overflow flowchart FLOW-RATE",
+    "β-run·runs±running — run–runner ‘run’ ×run µrun runµ run runs ruńs",  # non-ASCII between words
 ])
 def test_term_spans_find_the_whole_words_that_analyse_to_the_terms(analyzer, text):
     terms = set(analyzer(text)) | {"absent"}
     for wanted in (terms, {t for t in terms if len(t) % 2}, {"run", "flow"}, set()):
         assert analyzer.term_spans(text, wanted) == word_by_word_term_spans(analyzer, text, wanted)
+
+
+@given(st.text(alphabet=st.sampled_from("runs flow-_.,9٣βµ±·—\u00a0\u0301\u200bİßÜ\n"), max_size=200))
+def test_term_spans_agree_with_the_reference_on_any_text(text):
+    analyzer = Analyzer()
+    terms = set(analyzer(text)) | {"run", "flow"}
+    assert analyzer.term_spans(text, terms) == word_by_word_term_spans(analyzer, text, terms)
+
+
+def test_term_spans_from_many_threads_while_the_stem_cache_fills_and_empties(analyzer, monkeypatch):
+    """Threads share an analyzer's remembered stems; emptied when full, they never lose a thread's words."""
+    import threading
+
+    from retriever.search import bm25
+
+    monkeypatch.setattr(bm25, "STEM_CACHE", 40)
+    texts = [" ".join(f"word{i}x{j} rivers flowing run{j % 7}s" for j in range(30)) for i in range(8)]
+    terms = {"river", "flow", "run3"}
+    expected = [word_by_word_term_spans(analyzer, text, terms) for text in texts]
+    got: dict[int, list] = {}
+    start = threading.Barrier(len(texts))
+
+    def spans(i: int) -> None:
+        start.wait()
+        got[i] = [analyzer.term_spans(texts[i], terms) for _ in range(20)]
+
+    threads = [threading.Thread(target=spans, args=(i,)) for i in range(len(texts))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(got[i] == [expected[i]] * 20 for i in range(len(texts)))
+    assert len(analyzer._stem_of) <= 40
 
 
 def test_term_spans_on_real_text(analyzer, datasets_dir):
