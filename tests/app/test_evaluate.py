@@ -114,3 +114,27 @@ def test_scifact_slice_reproduces_the_regression_file(scifact_slice, scifact_sli
 def test_small_datasets_reproduce_the_regression_file(datasets_dir, dataset):
     for row in regression_rows(dataset):
         assert_reproduces(evaluate(datasets_dir / dataset, mode=row["mode"], progress=False), row)
+
+
+def test_leave_one_set_out_judges_a_setting_on_the_set_it_was_not_chosen_on():
+    from benchmarks.hybrid_settings import SETS, leave_one_out
+
+    default, overfit, steady = ("d",), ("o",), ("s",)
+    scores = {default: dict.fromkeys(SETS, 0.5), steady: dict.fromkeys(SETS, 0.51),
+              overfit: {name: (0.6 if name != "cisi" else 0.3) for name in SETS}}  # fmt: skip
+    chosen = leave_one_out(scores, default)
+    assert chosen["cisi"][0] == overfit and chosen["cisi"][1] == pytest.approx(-0.2)  # best elsewhere, worst here
+    assert chosen["scifact"][0] == overfit and chosen["scifact"][1] == pytest.approx(0.1)
+    assert leave_one_out({default: scores[default]}, default)["time"] == (default, 0.0)
+
+
+def test_feedback_settings_are_restored_after_the_block_even_when_it_fails():
+    from benchmarks.hybrid_settings import feedback_settings
+    from retriever.search import feedback
+
+    before = feedback.FEEDBACK_WEIGHT, feedback.FEEDBACK_DOCS
+    with pytest.raises(RuntimeError):
+        with feedback_settings(0.9, 5):
+            assert (feedback.FEEDBACK_WEIGHT, feedback.FEEDBACK_DOCS) == (0.9, 5)
+            raise RuntimeError("a search failed")
+    assert (feedback.FEEDBACK_WEIGHT, feedback.FEEDBACK_DOCS) == before
