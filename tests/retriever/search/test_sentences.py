@@ -53,3 +53,12 @@ def test_spans_are_ordered_stripped_bounded_and_non_empty(text):
         assert not text[a].isspace() and not text[b - 1].isspace()
         previous = b
     assert "".join(text.split()) == "".join("".join(text[a:b] for a, b in spans).split())
+
+
+@given(st.text(alphabet=st.sampled_from("ab .!?\n\t\"'()[]\u201c\u2019AZ9é"), max_size=300), st.data())
+def test_sentence_ends_are_found_as_the_pattern_finds_them_within_bounds(text, data):
+    from retriever.search.sentences import _END, _ends
+
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    assert [m.span() for m in _ends(text, start, end)] == [m.span() for m in _END.finditer(text, start, end)]
