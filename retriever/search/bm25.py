@@ -129,8 +129,9 @@ _ASCII_SINGLE_CHARACTERS = frozenset(chr(c) for c in range(128) if chr(c).isalnu
 
 
 def _distinct_words(lowered: str) -> set[str]:
-    """The distinct tokens ``_TOKEN`` finds in ``lowered``, three times as fast: ASCII punctuation becomes
-    white space and the text is split in C; only the pieces holding other characters go through ``_TOKEN``."""
+    """The distinct tokens ``_TOKEN`` finds in ``lowered``, in a third to two thirds of the time: ASCII
+    punctuation becomes white space and the text is split in C; only the pieces holding other characters
+    go through ``_TOKEN``."""
     spaced = lowered.encode("utf-8").translate(_ASCII_NON_WORD).decode("utf-8")
     words = set(spaced.split())
     words.difference_update(_ASCII_SINGLE_CHARACTERS)  # tokens are two characters or more
