@@ -41,14 +41,16 @@ def feedback_settings(weight: float, docs: int):
 
 
 def ndcg_at_10(collection, dataset, vectors: np.ndarray, alpha: float) -> float:
-    """nDCG@10 of hybrid search with ``alpha`` over every query of ``dataset`` (vectors ``(q, dim)``)."""
-    from retriever.evaluation import DEPTH, evaluate_run
+    """nDCG@10 of hybrid search with ``alpha`` over every query of ``dataset`` (vectors ``(q, dim)``, in order)."""
+    from retriever.evaluation import DEPTH, evaluate_run, run_queries
 
-    run = {}
-    for (query_id, text), vector in zip(dataset.queries.items(), vectors):
-        hits = collection.search(text, vector=vector, k=DEPTH, alpha=alpha, evidence="none")
-        run[query_id] = [hit.id for hit in hits if hit.id != query_id]
-    return evaluate_run(run, dataset.qrels)["ndcg@10"]
+    vector_of = dict(zip(dataset.queries.values(), vectors))
+
+    def search(text: str) -> list[str]:
+        hits = collection.search(text, vector=vector_of[text], k=DEPTH, alpha=alpha, evidence="none")
+        return [hit.id for hit in hits]
+
+    return evaluate_run(run_queries(search, dataset.queries, progress=False), dataset.qrels)["ndcg@10"]
 
 
 def leave_one_out(scores: dict[tuple, dict[str, float]], default: tuple) -> dict[str, tuple[tuple, float]]:
