@@ -6,12 +6,15 @@ of each of the first ``FEEDBACK_DOCS`` that matches it best::
 
     q' = normalise(q + FEEDBACK_WEIGHT * mean(best chunks))
 
-and the dense side is searched again with ``q'`` before the fusion that is
-shown. The feedback comes from the fused ranking, not the dense one alone:
-on the five visible collections, feedback from the dense top 3 lowered CISI
-(dense nDCG@10 0.421 -> 0.411), from the fused top 2 it raised all five
-(``benchmarks/quality.yaml``). One more index search per query; the BM25
-side is not run again.
+and the documents either side found are scored again with ``q'``
+(``rescored``) before the fusion that is shown. The feedback comes from the
+fused ranking, not the dense one alone: on the five visible collections,
+feedback from the dense top 3 lowered CISI (dense nDCG@10 0.421 -> 0.411),
+from the fused top 2 it raised all five (``benchmarks/quality.yaml``).
+Rescoring the candidates both sides already found, rather than searching the
+index again with ``q'``, scored as well (hybrid nDCG@10 over the five, mean
+0.6423 against 0.6413; no set lower by more than 0.0003) and reads a few
+hundred rows instead of a second index scan; the BM25 side is not run again.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from retriever.search import vector_index
+from retriever.search.ranking import Ranking, best_documents
 from retriever.storage.view import View
 
 FEEDBACK_DOCS = 2  # documents of the first fusion the query moves toward
@@ -60,3 +64,37 @@ def expanded_query(
     moved = query + FEEDBACK_WEIGHT * np.mean(chunks, axis=0)
     norm = float(np.linalg.norm(moved))
     return query_vector if norm == 0.0 else (moved / norm).astype(np.float32).reshape(1, -1)
+
+
+def rescored(view: View, query_vector: np.ndarray, dense: Ranking, sparse: Ranking, k: int) -> Ranking:
+    """The top ``k`` of the documents ``dense`` and ``sparse`` found, by ``query_vector``'s cosine with their best chunk.
+
+    Args:
+        view: The generation both rankings came from (their documents are live and pass the search's filter).
+        query_vector: ``(1, dim)`` unit vector, e.g. ``expanded_query``'s.
+        dense: A dense ranking (keys to ``(part, chunk row)``).
+        sparse: A BM25 ranking (keys to ``(part, document row)``).
+        k: Documents kept.
+
+    Returns:
+        A dense ranking: every chunk of each document scored exactly (float32 rows), its best one shown.
+    """
+    by_part: dict[int, set[int]] = {}
+    for part, chunk_row in dense[1].values():
+        by_part.setdefault(part, set()).add(int(view.parts[part].segment.chunk_doc[chunk_row]))
+    for part, doc_row in sparse[1].values():
+        by_part.setdefault(part, set()).add(doc_row)
+    query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
+    found = []
+    for part, doc_set in sorted(by_part.items()):
+        segment = view.parts[part].segment
+        docs = np.fromiter(sorted(doc_set), dtype=np.int64, count=len(doc_set))
+        starts = np.asarray(segment.doc_chunks[docs], dtype=np.int64)
+        counts = np.asarray(segment.doc_chunks[docs + 1], dtype=np.int64) - starts
+        firsts = np.cumsum(counts) - counts  # where each document's chunks begin among ``rows``
+        rows = np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))
+        scores = vector_index.reconstruct(segment.index, rows) @ query
+        owner = np.repeat(np.arange(len(docs)), counts)
+        best = np.lexsort((-scores, owner))[firsts]  # each document's best chunk, the first on ties
+        found.append((scores[best], np.full(len(docs), part), docs, rows[best]))
+    return best_documents(view, found, k)

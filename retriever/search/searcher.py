@@ -2,10 +2,10 @@
 
 ``Searcher.search`` runs the dense side (one embedding, one index search per
 segment, or a shared scan in a micro-batch for servers), the keyword side
-(BM25 with collection-wide statistics) or both fused (the dense side searched
-again with pseudo-relevance feedback, ``feedback``), over the view of the
-committed generation, and turns the top keys into ``Hit``s with one catalog
-read for their display fields.
+(BM25 with collection-wide statistics) or both fused (the candidates of both
+sides scored again with pseudo-relevance feedback, ``feedback``), over the
+view of the committed generation, and turns the top keys into ``Hit``s with
+one catalog read for their display fields.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from retriever.encoding.batching import MicroBatcher
 from retriever.errors import DeadlineExceededError
 from retriever.search.bm25 import Analyzer
 from retriever.search.evidence import DEFAULT_EVIDENCE, EvidenceFinder, Passage
-from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query
+from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query, rescored
 from retriever.search.fusion import fuse
 from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
 from retriever.search.vector_index import IndexPolicy
@@ -121,7 +121,7 @@ class Searcher:
             with timed("feedback"):
                 first = [key for key, _ in fuse(dense[0], sparse[0], fusion, FEEDBACK_ALPHA)]
                 expanded = expanded_query(view, query_vector, first, dense[1])
-                dense = dense_rankings(view, expanded, depth, allowed, exact, self.index_policy, k)[0]
+                dense = rescored(view, expanded, dense, sparse, depth)
         with timed("fusion"):
             one_side = (dense if mode == "dense" else sparse)[0]
             ranked = fuse(dense[0], sparse[0], fusion, alpha) if mode == "hybrid" else one_side

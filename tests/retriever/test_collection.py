@@ -376,7 +376,7 @@ def test_hybrid_scores_are_the_fusion_of_the_dense_and_bm25_rankings(tmp_path, t
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 def test_hybrid_with_feedback_fuses_bm25_with_the_dense_side_of_the_expanded_query(tmp_path, tiny_embedder, fusion):
-    """The dense side is searched again with the query moved toward the first fusion's best documents."""
+    """The documents either side found are scored again with the query moved toward the first fusion's best documents."""
     col = Collection.create(tmp_path / "col", tiny_embedder, window_tokens=16, overlap_tokens=4)
     col.add([{"id": f"doc{i}", "text": words(20 + 9 * i, 3 * i)} for i in range(8)])
     query = "tea rivers flow into the sea"

@@ -7,7 +7,9 @@ import pytest
 
 from retriever import Collection
 from retriever.errors import BadInputError
-from retriever.search.feedback import FEEDBACK_WEIGHT, expanded_query
+from retriever.search import vector_index
+from retriever.search.feedback import FEEDBACK_WEIGHT, expanded_query, rescored
+from retriever.search.ranking import bm25_ranking, dense_rankings
 
 DIM = 32  # the tiny model's
 
@@ -78,3 +80,47 @@ def test_feedback_changes_only_hybrid_searches(collection):
 def test_feedback_must_be_a_bool(collection):
     with pytest.raises(BadInputError, match="feedback must be True or False"):
         collection.search("alpha", feedback="yes")
+
+
+def test_rescored_ranks_only_the_documents_either_side_found(collection):
+    """Dense finds A (k=1), BM25 finds A and B; D is nearest the moved query but neither side found it."""
+    view = collection.reader.current()
+    key = {i: collection.catalog.lookup([i])[i].key for i in "ABDE"}
+    policy = collection.index_policy
+    dense = dense_rankings(view, unit((0, 1.0)).reshape(1, -1), 1, None, False, policy)[0]
+    sparse = bm25_ranking(view, ["alpha"], 10, None, 1.2, 0.75)
+    assert [k for k, _ in dense[0]] == [key["A"]] and {k for k, _ in sparse[0]} == {key["A"], key["B"]}
+    moved = unit((1, 1.0)).reshape(1, -1)
+    ranked, where = rescored(view, moved, dense, sparse, 10)
+    assert [k for k, _ in ranked] == [key["B"], key["A"]]
+    np.testing.assert_allclose([s for _, s in ranked], [0.8, 0.0], atol=1e-6)
+    assert where == {key["B"]: view.find(key["B"]), key["A"]: view.find(key["A"])}  # one chunk each
+    assert rescored(view, moved, dense, sparse, 1)[0] == ranked[:1]
+    assert rescored(view, moved, ([], {}), ([], {}), 10) == ([], {})
+
+
+def test_rescored_scores_each_document_by_its_best_chunk(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "c", tiny_embedder, window_tokens=16, overlap_tokens=4)
+    vocabulary = "tea river sea stone cloud bread lamp wind salt moss".split()
+    col.add([{"id": f"d{i}", "text": " ".join(vocabulary[(i * j) % 10] for j in range(30 + 11 * i))} for i in range(6)])
+    col.add([{"id": "late", "text": "salt moss wind " * 12}])  # a second segment
+    view = col.reader.current()
+    assert len(view.parts) == 2
+    query = col.embed("tea by the sea")
+    dense = dense_rankings(view, query, 3, None, False, col.index_policy)[0]
+    sparse = bm25_ranking(view, ["salt"], 10, None, 1.2, 0.75)
+    candidates = {k for k, _ in dense[0]} | {k for k, _ in sparse[0]}
+    moved = col.embed("wind over the salt marsh")
+    ranked, where = rescored(view, moved, dense, sparse, 100)
+    assert {k for k, _ in ranked} == candidates
+    assert {where[k][0] for k, _ in ranked} == {0, 1}  # candidates of both segments
+    for key, score in ranked:
+        part, doc_row = view.find(key)
+        segment = view.parts[part].segment
+        rows = np.arange(segment.doc_chunks[doc_row], segment.doc_chunks[doc_row + 1])
+        cosines = vector_index.reconstruct(segment.index, rows) @ moved[0]
+        assert len(rows) > 1
+        assert score == pytest.approx(float(cosines.max()), abs=1e-6)
+        assert where[key] == (part, int(rows[np.argmax(cosines)]))
+    assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+    col.close()
