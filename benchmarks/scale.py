@@ -234,7 +234,10 @@ def footprint(col) -> dict:
 
 
 def search_figures(col, queries: Queries) -> dict:
-    """Latency of dense (recall@10 against exact), 1%-filtered, BM25 and hybrid (phases) search, one at a time."""
+    """Latency of dense (recall@10 against exact), 1%-filtered, BM25 and hybrid (phases; and with both sides on
+    the caller's thread) search, one at a time."""
+    from retriever.search.sides import SideThreads
+
     vectors, texts, n = queries.vectors, queries.texts, len(queries.vectors)
     exact = [{hit.id for hit in col.search(vector=v, k=10, exact=True)} for v in vectors]  # first: it reads every row
     for i, (vector, text) in enumerate(zip(queries.warm_vectors, queries.warm_texts)):  # a serving process's state
@@ -248,11 +251,17 @@ def search_figures(col, queries: Queries) -> dict:
     bm25 = _timed(lambda i: col.search(texts[i], k=10, mode="bm25"), n)
     phases = Phases(col)
     hybrid = _timed(lambda i: col.search(texts[i], vector=vectors[i], k=10), n)
+    phases_ms = phases.medians_ms()
+    sides, col.searcher.sides = col.searcher.sides, SideThreads(helpers=0)  # both sides on the caller's thread
+    try:
+        one_thread = _timed(lambda i: col.search(texts[i], vector=vectors[i], k=10), n)
+    finally:
+        col.searcher.sides = sides
     return {
         "dense": _percentiles(dense) | {"recall_at_10": recall},
         "filtered_1pct": _percentiles(filtered) | {"min_hits": min(counts)},
         "bm25": _percentiles(bm25),
-        "hybrid": _percentiles(hybrid) | {"phases_p50_ms": phases.medians_ms()},
+        "hybrid": _percentiles(hybrid) | {"phases_p50_ms": phases_ms, "one_thread": _percentiles(one_thread)},
     }
 
 

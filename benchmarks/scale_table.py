@@ -25,7 +25,9 @@ def print_rows(sizes: dict) -> None:
                   f"{compact:>8} {_mb(memory['private_bytes'])} {_mb(memory['file_bytes'])} "
                   f" {_mb(s['resident_index_bytes'])} {_mb(s['raw_vector_bytes'])} {_mb(s['disk_bytes'])}")
             phases = ", ".join(f"{k} {v:.2f}" for k, v in s["hybrid"]["phases_p50_ms"].items())
-            print(f"{'':>22} segments: {_segments(s['segments'])}; hybrid phases p50 ms: {phases}")
+            one_thread = s["hybrid"].get("one_thread", {}).get("p50_ms", float("nan"))
+            print(f"{'':>22} segments: {_segments(s['segments'])}; hybrid phases p50 ms: {phases}; "
+                  f"hybrid on one thread p50 {one_thread:.2f} ms")
 
 
 def _mb(n: int) -> str:

@@ -2,10 +2,11 @@
 
 ``Searcher.search`` runs the dense side (one embedding, one index search per
 segment, or a shared scan in a micro-batch for servers), the keyword side
-(BM25 with collection-wide statistics) or both fused (the candidates of both
-sides scored again with pseudo-relevance feedback, ``feedback``), over the
-view of the committed generation, and turns the top keys into ``Hit``s with
-one catalog read for their display fields.
+(BM25 with collection-wide statistics) or both (on a large collection side by
+side, ``sides``), fused after the candidates of both are scored again with
+pseudo-relevance feedback (``feedback``), over the view of the committed
+generation, and turns the top keys into ``Hit``s with one catalog read for
+their display fields.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from retriever.search.evidence import DEFAULT_EVIDENCE, EvidenceFinder, Passage
 from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query, rescored
 from retriever.search.fusion import fuse
 from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
+from retriever.search.sides import CONCURRENT_MIN_DOCS, SideThreads
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.catalog import Catalog
 from retriever.storage.reader import GenerationReader
@@ -48,7 +50,11 @@ class Searcher:
         embed: ``(texts, generation) -> (n, dim)`` unit vectors, by the model that embedded
             ``generation`` (queries and the sentences of evidence alike).
         timings: Where the stages of each search are timed (``encode``,
-            ``dense``, ``bm25``, ``fusion``, ``display``); default: untimed.
+            ``dense``, ``bm25``, ``fusion``, ``display``); default: untimed. ``bm25`` is the wait
+            for it where it ran beside the dense side (``sides``).
+
+    Attributes:
+        sides: The helper threads that take a large hybrid search's keyword side (``sides.SideThreads``).
     """
 
     def __init__(
@@ -69,6 +75,7 @@ class Searcher:
         self.embed = embed
         self.timings = timings or Timings()
         self.batcher: MicroBatcher | None = None
+        self.sides = SideThreads()
 
     def batch_searches(self, max_batch: int, max_wait_s: float) -> None:
         """Meet the dense side of concurrent unfiltered searches in one scan (see ``Collection.batch_searches``)."""
@@ -89,7 +96,7 @@ class Searcher:
         feedback: bool = True,
     ) -> list[Hit]:
         """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them;
-        ``feedback``: hybrid searches the dense side again with ``feedback.expanded_query``."""
+        ``feedback``: hybrid scores both sides' candidates again with ``feedback.expanded_query``."""
         view = self.reader.current()
         allowed = None
         if where is not None:
@@ -105,15 +112,21 @@ class Searcher:
         if mode in ("dense", "hybrid"):
             with timed("encode"):
                 query_vector = vector if vector is not None else self.embed([query], view.generation)
+        keyword_side = None
+        if mode in ("bm25", "hybrid"):
+            keyword_side = functools.partial(bm25_ranking, view, self.analyzer(query), depth, allowed, self.k1, self.b)
+            if mode == "hybrid" and view.n_live_docs >= CONCURRENT_MIN_DOCS:
+                keyword_side = self.sides.start(keyword_side)  # beside the dense side, where a helper is idle
+        if mode in ("dense", "hybrid"):
             if self.batcher is not None and allowed is None and not exact:
                 batched = self.batcher.submit((view, query_vector, depth, k))  # scanned with concurrent searches
             else:
                 with timed("dense"):
                     dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy, k)[0]
         sparse: Ranking = ([], {})
-        if mode in ("bm25", "hybrid"):
+        if keyword_side is not None:
             with timed("bm25"):
-                sparse = bm25_ranking(view, self.analyzer(query), depth, allowed, self.k1, self.b)
+                sparse = keyword_side()
         if batched is not None:
             with timed("dense"):
                 dense = _batched_result(batched)
@@ -127,13 +140,19 @@ class Searcher:
             ranked = fuse(dense[0], sparse[0], fusion, alpha) if mode == "hybrid" else one_side
         with timed("display"):
             hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
-            if evidence == "none" or not hits:
-                return hits
-            embed = functools.partial(self.embed, generation=view.generation)  # the model of the view searched
-            vector_once = functools.cache(lambda: query_vector if query_vector is not None else embed([query]))
-            finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), embed)
-            found = finder.find(passages, query, vector_once, evidence)
-            return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
+            return self._with_evidence(view, hits, passages, query, query_vector, evidence)
+
+    def _with_evidence(
+        self, view: View, hits: list[Hit], passages: list, query: str | None, query_vector, evidence: str
+    ) -> list[Hit]:
+        """``hits`` with the ``evidence`` found in their ``passages`` (the query's vector embedded only if needed)."""
+        if evidence == "none" or not hits:
+            return hits
+        embed = functools.partial(self.embed, generation=view.generation)  # the model of the view searched
+        vector_once = functools.cache(lambda: query_vector if query_vector is not None else embed([query]))
+        finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), embed)
+        found = finder.find(passages, query, vector_once, evidence)
+        return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
     def rank_batch(self, items: list[tuple[View, np.ndarray, int, int]]) -> list[Ranking]:
         """Dense rankings of ``(view, query vector (1, dim), depth, hits shown)`` items, each group of one view,
