@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.scale [--sizes 10000,100000,1000000] [--commit-docs 20000]
         [--queries 300] [--commits 3] [--codes compressed] [--workdir runs/bench/scale] [--reuse]
+        [--build-only] [--states incremental,compacted]
 
 Data. Document vectors are shaped like real all-MiniLM-L6-v2 chunk embeddings
 (``benchmarks.real_shaped``: between two real members of a k-means cluster of
@@ -53,10 +54,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import time
 from collections import defaultdict
@@ -66,6 +65,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks import scale_table
+from benchmarks.scale_reader import reader_memory
 from benchmarks.scale_table import STATES
 
 REPO = Path(__file__).resolve().parents[1]
@@ -239,7 +239,7 @@ def search_figures(col, queries: Queries) -> dict:
     from retriever.search.sides import SideThreads
 
     vectors, texts, n = queries.vectors, queries.texts, len(queries.vectors)
-    exact = [{hit.id for hit in col.search(vector=v, k=10, exact=True)} for v in vectors]  # first: it reads every row
+    exact = exact_top10(col, vectors)  # first: it reads every row
     for i, (vector, text) in enumerate(zip(queries.warm_vectors, queries.warm_texts)):  # a serving process's state
         col.search(text, vector=vector, k=10)
         col.search(vector=vector, k=10, where={"bucket": i % BUCKETS})
@@ -265,6 +265,17 @@ def search_figures(col, queries: Queries) -> dict:
     }
 
 
+def exact_top10(col, vectors: np.ndarray) -> list[set[str]]:
+    """Ids of each query vector's 10 best documents, as ``search(vector=v, k=10, exact=True)`` finds them, in one
+    exact pass over each segment for all the queries (query by query, ten million rows would be read 300 times)."""
+    from retriever.search.ranking import dense_rankings
+
+    view = col.reader.current()
+    rankings = dense_rankings(view, np.asarray(vectors, dtype=np.float32), 10, None, True, col.index_policy)
+    rows = col.catalog.by_keys(sorted({key for ranked, _ in rankings for key, _ in ranked}))
+    return [{rows[key].id for key, _ in ranked if key in rows} for ranked, _ in rankings]
+
+
 def _timed(call, n: int) -> list[float]:
     times = []
     for i in range(n):
@@ -277,37 +288,6 @@ def _timed(call, n: int) -> list[float]:
 def _percentiles(times: list[float]) -> dict:
     ms = sorted(t * 1000 for t in times)
     return {"p50_ms": statistics.median(ms), "p99_ms": ms[min(len(ms) - 1, int(0.99 * len(ms)))]}
-
-
-READER = """
-import json, sys
-import numpy as np
-from retriever import Collection
-
-def resident():
-    kb = dict(line.split()[:2] for line in open("/proc/self/status") if line.startswith(("RssAnon", "RssFile")))
-    return {"private_bytes": int(kb["RssAnon:"]) * 1024, "file_bytes": int(kb["RssFile:"]) * 1024}
-
-col = Collection.open(sys.argv[1])
-vectors, texts = np.load(sys.argv[2]), json.load(open(sys.argv[3]))
-col.search(vector=vectors[0], k=10)
-opened = resident()
-for vector, text in zip(vectors, texts):
-    col.search(vector=vector, k=10)
-    col.search(text, vector=vector, k=10)
-print(json.dumps({"opened": opened, "searched": resident()}))
-"""
-
-
-def reader_memory(path: Path, queries: Queries) -> dict:
-    """Resident memory of a fresh process serving the collection at ``path``, after its first search and after
-    a dense and a hybrid search per query: ``{"opened" | "searched": {"private_bytes", "file_bytes"}}``."""
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    command = [sys.executable, "-c", READER, str(path), *map(str, queries.files)]
-    result = subprocess.run(command, capture_output=True, text=True, env=env)
-    if result.returncode:
-        raise SystemExit(f"the reader process failed:\n{result.stderr}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def time_commits(path: Path, corpus: Corpus, commits: int) -> list[dict]:
@@ -358,7 +338,7 @@ def main(argv=None) -> int:
             print(f"building {n:,} documents in {path} ...", flush=True)
             row["build"] = build(path, n, corpus, args.codes, args.commit_docs)
         _write(results, args.out)
-        for state in () if args.build_only else STATES:
+        for state in () if args.build_only else args.states:
             print(f"  measuring {n:,} {state} ...", flush=True)
             row[state] = measure(path, state, queries, corpus, args.commits)
             _write(results, args.out)
@@ -382,7 +362,12 @@ def _arguments(argv) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=BENCH / "scale.json")
     parser.add_argument("--reuse", action="store_true", help="keep complete collections (else rebuilt)")
     parser.add_argument("--build-only", action="store_true", help="build (or resume) the collections, measure nothing")
-    return parser.parse_args(argv)
+    parser.add_argument("--states", default=",".join(STATES),
+                        help="states to measure, of incremental,compacted (compacting writes a second copy of "
+                             "the collection beside the snapshot: ten million chunks need about 100 GB)")
+    args = parser.parse_args(argv)
+    args.states = [state for state in STATES if state in args.states.split(",")]
+    return args
 
 
 def _write(results: dict, out: Path) -> None:

@@ -7,10 +7,10 @@ next tier, so every chunk is rewritten about ``log_factor(N / floor)`` times
 over a collection's life. Tier 0 merges sooner, at ``small_factor`` segments:
 a small segment costs every search a fixed amount (about 0.15 ms dense,
 0.3 ms hybrid), more than rewriting a few thousand chunks once more is worth.
-Segments searched exactly (below ``IndexPolicy.ann_min_rows``) merge as soon
-as together they reach that size, so the result gets an IVF index: an exact
-segment's dense cost grows with its rows (commits of 20,000 chunks left a
-million chunks as 50 exact segments, 27 ms a search).
+Segments scanned whole (below ``IndexPolicy.ann_min_rows``: exact, or codes
+of every row) merge as soon as together they reach that size, so the result
+gets an IVF index: such a segment's dense cost grows with its rows (commits
+of 20,000 chunks left a million chunks as 50 exact segments, 27 ms a search).
 After a commit at most one merge runs, and only one whose result stays under
 ``max_commit_merge_chunks``: a write costs the batch plus a bounded merge,
 never the collection; a write under a deadline (an HTTP request) merges
@@ -24,8 +24,11 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from retriever.search.vector_index import FLAT
+from retriever.search.vector_index import FLAT, RABITQ
 from retriever.storage.view import SegmentView
+
+
+WHOLE_SCAN = (FLAT, RABITQ)  # segments with no lists: a search reads all their rows (or codes)
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,8 @@ class MergePolicy:
         return []
 
     def _exact_to_merge(self, parts: Sequence[SegmentView], exact_below: int) -> list[str]:
-        """The smallest exact segments whose live chunks together first reach ``exact_below`` (two at least)."""
-        exact = sorted((p for p in parts if p.segment.index_type == FLAT), key=lambda p: p.n_live_chunks)
+        """The smallest segments scanned whole whose live chunks together first reach ``exact_below`` (two at least)."""
+        exact = sorted((p for p in parts if p.segment.index_type in WHOLE_SCAN), key=lambda p: p.n_live_chunks)
         chosen, total = [], 0
         for part in exact:
             chosen.append(part)

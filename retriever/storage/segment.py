@@ -194,7 +194,7 @@ class Segment:
         except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty .npy file
             raise CorruptCollectionError(f"cannot read segment {self.folder}: {exc}") from None
         index_path = regular_file(self.folder / vector_index.INDEX_FILE)
-        if self.meta["index"].get("type") == vector_index.IVF_RABITQ:
+        if self.meta["index"].get("type") in vector_index.COMPRESSED:
             regular_file(self.folder / vector_index.ROWS_FILE)
         self.index = vector_index.read(self.folder, self.meta["index"])
         check_index(self.index, self.n_chunks, int(self.meta["dim"]), index_path)

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search.vector_index import IVF, IVF_RABITQ
+from retriever.search.vector_index import IVF, IVF_RABITQ, RABITQ
 from retriever.storage.catalog import CatalogState, SegmentRef
 from retriever.storage.segment import SEGMENTS_DIR, Segment
 
@@ -155,8 +155,10 @@ def _described(index: dict) -> str:
     ``IVF256 1-bit codes nprobe 32, 20 rescored per hit``."""
     if index["type"] == IVF:
         return f"IVF{index['nlist']} nprobe {index['nprobe']}"
+    rescored = f", {index['rescore']} rescored per hit" if "rescore" in index else ""
     if index["type"] == IVF_RABITQ:
-        rescored = f", {index['rescore']} rescored per hit" if "rescore" in index else ""
         return f"IVF{index['nlist']} 1-bit codes nprobe {index['nprobe']}{rescored}"
+    if index["type"] == RABITQ:
+        return f"1-bit codes{rescored}"
     return "exact"
 

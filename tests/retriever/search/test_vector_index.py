@@ -185,6 +185,50 @@ def test_damaged_rescoring_rows_are_reported(tmp_path):
         vector_index.read(tmp_path, built.info)
 
 
+# -- codes of every row, rescored (segments too small for lists) ------------------
+ROW_CODES = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000)
+
+
+def test_segments_too_small_for_lists_get_codes_of_every_row_only_with_compressed_codes():
+    sizes = {500: "flat", 1000: "rabitq", 5999: "rabitq", 6000: "ivf-rabitq"}
+    assert {n: vector_index.index_type_for(n, ROW_CODES) for n in sizes} == sizes
+    floats = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000, codes="float32")
+    assert [vector_index.index_type_for(n, floats) for n in (1000, 6000)] == ["flat", "ivf"]
+    always = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000, codes="always")
+    assert vector_index.index_type_for(1000, always) == "ivf-rabitq"
+    assert vector_index.index_type_for(20_000, IndexPolicy()) == "rabitq"  # a commit of 20,000 chunks
+
+
+def test_codes_of_every_row_meet_the_recall_target_with_exact_scores(tmp_path):
+    vectors = clustered(4000, dim=64, seed=1)
+    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
+    assert isinstance(built.index, faiss.IndexRaBitQ) and built.rows is not None
+    assert built.info["type"] == "rabitq" and built.info["recall"] >= 0.97
+    assert built.info["rescore"] in [ROW_CODES.rescore * f for f in ivf_tuning.RESCORE_FACTORS]
+    queries = clustered(100, dim=64, seed=2)
+    scores, found = vector_index.search(built, queries, 10, None, len(vectors), ROW_CODES)
+    truth = exact_top(vectors, queries, 10)
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]) >= 0.95
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)
+    codes, rows = (tmp_path / "vectors.faiss").stat().st_size, (tmp_path / "vectors.npy").stat().st_size
+    assert codes < rows / 4
+
+
+@pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
+def test_filtered_codes_of_every_row_return_k_rows_that_pass_the_filter(share, tmp_path):
+    """A filter is a selector over the codes; where fewer rows pass than are rescored, the answer is exact."""
+    vectors = clustered(3000, seed=3)
+    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
+    allowed = np.random.default_rng(4).random(len(vectors)) < share
+    allowed[:12] = True
+    query = clustered(1, seed=5)
+    scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ROW_CODES)
+    assert (rows[0] >= 0).sum() == 10 and allowed[rows[0]].all()
+    assert np.all(np.diff(scores[0]) <= 1e-6)
+    if allowed.sum() <= 100:  # every allowed row is a candidate
+        assert np.array_equal(rows, exact_top(vectors, query, 10, allowed))
+
+
 def test_compressed_codes_are_the_default_for_large_segments():
     assert IndexPolicy().codes == "compressed"
     built = vector_index.build(clustered(4000), IndexPolicy(ann_min_rows=1000))

@@ -207,6 +207,30 @@ def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(codes, kind,
     assert all(int(h.id[1:]) % 3 for h in col.search(vector=queries[0], k=200))  # deleted rows never come back
 
 
+def test_a_commit_below_the_ivf_size_holds_codes_of_every_row_searched_as_exact_search_finds(tmp_path, tiny_embedder):
+    dim = tiny_embedder.dim
+    policy = IndexPolicy(ann_min_rows=5000, codes_min_rows=500)
+    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy)
+    vectors = unit_rows(1200, dim, 5)
+    col.add(docs(0, 1200), vectors=vectors)
+    col.delete([f"d{i:04d}" for i in range(0, 1200, 4)])
+    col.close()
+    col = Collection.open(tmp_path / "col")  # read back: codes and rescoring rows
+    (segment_info,) = [s["index"] for s in col.info()["segments"]]
+    assert segment_info["type"] == "rabitq" and segment_info["recall"] >= 0.97
+    assert col.reader.current().summary().startswith("1 segment: 1-bit codes, ")
+    overlap = []
+    for q in unit_rows(30, dim, 6):
+        approx = [h.id for h in col.search(vector=q, k=10)]
+        exact = [h.id for h in col.search(vector=q, k=10, exact=True)]
+        assert len(approx) == 10 and all(int(i[1:]) % 4 for i in approx)  # deleted rows never come back
+        overlap.append(len(set(approx) & set(exact)) / 10)
+        filtered = col.search(vector=q, k=10, where={"g": 2})
+        assert len(filtered) == 10 and all(h.metadata["g"] == 2 for h in filtered)
+    assert np.mean(overlap) >= 0.95
+    col.close()
+
+
 def test_bring_your_own_vectors(tmp_path, tiny_embedder, tiny_model_dir):
     dim = tiny_embedder.dim
     path = tmp_path / "col"
@@ -416,17 +440,19 @@ def test_batched_searches_from_many_threads_get_the_hits_each_gets_alone(layered
     assert layered.searcher.batcher.batches == batches
 
 
-def test_exact_segments_merge_once_together_they_would_get_ivf(tmp_path, tiny_embedder):
-    """Commits too large for tier 0 but below the IVF size would otherwise sit as exact segments until a tier
-    filled (ten of them); two of them reaching the IVF size merge into an IVF segment at the next commit."""
+@pytest.mark.parametrize("codes_min_rows, small", [(16_384, "flat"), (500, "rabitq")])
+def test_segments_scanned_whole_merge_once_together_they_would_get_ivf(codes_min_rows, small, tmp_path, tiny_embedder):
+    """Commits too large for tier 0 but below the IVF size would otherwise sit as segments scanned whole
+    (exact, or codes of every row) until a tier filled (ten of them); two of them reaching the IVF size
+    merge into an IVF segment at the next commit."""
     dim = tiny_embedder.dim
-    policy = IndexPolicy(ann_min_rows=1500)
+    policy = IndexPolicy(ann_min_rows=1500, codes_min_rows=codes_min_rows)
     col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy, merge_policy=MergePolicy(floor_chunks=100))
     vectors = unit_rows(2400, dim, 4)
     kinds = []
     for start in range(0, 2400, 800):
         col.add(docs(start, 800), vectors=vectors[start : start + 800])
         kinds.append(sorted(p.segment.index_type for p in col.reader.current().parts))
-    assert kinds == [["flat"], ["ivf-rabitq"], ["flat", "ivf-rabitq"]]
+    assert kinds == [[small], ["ivf-rabitq"], sorted([small, "ivf-rabitq"])]
     assert len(col) == 2400
     col.close()
