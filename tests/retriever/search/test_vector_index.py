@@ -115,6 +115,7 @@ def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(t
 
 # -- compressed codes, rescored -------------------------------------------------
 COMPRESSED = IndexPolicy(ann_min_rows=1000, codes="compressed")
+ROW_CODES = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000)  # codes of every row from 1,000 to 5,999
 
 
 def _written(built, folder):
@@ -162,16 +163,22 @@ def test_compressed_codes_meet_the_recall_target_with_a_fraction_of_the_bytes(tm
 
 
 @pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
-def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, tmp_path):
-    vectors = clustered(5000, seed=3)
-    built = _written(vector_index.build(vectors, COMPRESSED), tmp_path)
+@pytest.mark.parametrize("n, built_with, searched_with", [
+    (5000, COMPRESSED, (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED)),  # IVF: selector, gathering
+    (3000, ROW_CODES, (ROW_CODES,)),  # codes of every row: a selector over them
+])
+def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n, built_with, searched_with, tmp_path):
+    vectors = clustered(n, seed=3)
+    built = _written(vector_index.build(vectors, built_with), tmp_path)
     allowed = np.random.default_rng(4).random(len(vectors)) < share
     allowed[:12] = True
     query = clustered(1, seed=5)
-    for policy in (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED):  # selector, then gathering
+    for policy in searched_with:
         scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), policy)
         assert (rows[0] >= 0).sum() == 10 and allowed[rows[0]].all()
         assert np.all(np.diff(scores[0]) <= 1e-6)
+        if built.info["type"] == "rabitq" and allowed.sum() <= 100:  # every allowed row is a candidate: exact
+            assert np.array_equal(rows, exact_top(vectors, query, 10, allowed))
     assert np.allclose(vector_index.reconstruct(built, np.array([3, 7])), vectors[[3, 7]])
 
 
@@ -186,7 +193,6 @@ def test_damaged_rescoring_rows_are_reported(tmp_path):
 
 
 # -- codes of every row, rescored (segments too small for lists) ------------------
-ROW_CODES = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000)
 
 
 def test_segments_too_small_for_lists_get_codes_of_every_row_only_with_compressed_codes():
@@ -212,21 +218,6 @@ def test_codes_of_every_row_meet_the_recall_target_with_exact_scores(tmp_path):
     assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)
     codes, rows = (tmp_path / "vectors.faiss").stat().st_size, (tmp_path / "vectors.npy").stat().st_size
     assert codes < rows / 4
-
-
-@pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
-def test_filtered_codes_of_every_row_return_k_rows_that_pass_the_filter(share, tmp_path):
-    """A filter is a selector over the codes; where fewer rows pass than are rescored, the answer is exact."""
-    vectors = clustered(3000, seed=3)
-    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
-    allowed = np.random.default_rng(4).random(len(vectors)) < share
-    allowed[:12] = True
-    query = clustered(1, seed=5)
-    scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ROW_CODES)
-    assert (rows[0] >= 0).sum() == 10 and allowed[rows[0]].all()
-    assert np.all(np.diff(scores[0]) <= 1e-6)
-    if allowed.sum() <= 100:  # every allowed row is a candidate
-        assert np.array_equal(rows, exact_top(vectors, query, 10, allowed))
 
 
 def test_compressed_codes_are_the_default_for_large_segments():
