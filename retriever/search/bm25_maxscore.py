@@ -128,9 +128,11 @@ def _term_bounds(part_bounds: RangeBounds, postings, terms: list[str], weight, k
             if t is not None and part_bounds.indptr[t] < part_bounds.indptr[t + 1]]  # fmt: skip
     if not held:
         return bound
-    entries = np.concatenate([np.arange(lo, hi) for _, lo, hi in held])
-    term_of = np.repeat([j for j, _, _ in held], [hi - lo for _, lo, hi in held])
-    tf = part_bounds.max_tf[entries].astype(np.float64)
-    norm = k1 * (1 - b + b * part_bounds.min_length[entries].astype(np.float64) / avgdl)
-    np.maximum.at(bound, term_of, weight[term_of] * tf / (tf + norm))
+    counts = np.array([hi - lo for _, lo, hi in held])
+    terms_held = np.array([j for j, _, _ in held])
+    tf = np.concatenate([part_bounds.max_tf[lo:hi] for _, lo, hi in held]).astype(np.float64)
+    length = np.concatenate([part_bounds.min_length[lo:hi] for _, lo, hi in held]).astype(np.float64)
+    norm = k1 * (1 - b + b * length / avgdl)
+    shares = np.repeat(weight[terms_held], counts) * tf / (tf + norm)
+    bound[terms_held] = np.maximum.reduceat(shares, np.cumsum(counts) - counts)  # each term's entries are contiguous
     return bound
