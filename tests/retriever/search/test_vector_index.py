@@ -270,3 +270,20 @@ def test_recall_deeper_than_ten_probes_more_lists_and_rescores_more():
         return np.mean([len(set(a) & set(b)) / 100 for a, b in zip(found, truth)])
 
     assert recall(100) >= 0.97 and recall(10) < recall(100) - 0.05
+
+
+@pytest.mark.parametrize("needed, chosen", [(23, 24), (17, 20), (64, 64), (3, 3), (1, 1)])
+def test_tuning_halves_the_gap_after_the_first_power_of_two_that_reaches_the_goal(needed, chosen):
+    """A search whose results are exact from ``needed`` lists on: doubling finds the next power of two,
+    then two halvings of the gap from the last one short of it come closer."""
+    vectors = clustered(500)
+    tried = []
+
+    def search(queries, k, nprobe, rescore):
+        tried.append(nprobe)
+        exact = exact_top(vectors, queries, k)
+        return (exact if nprobe >= needed else np.full_like(exact, -1)), 0
+
+    tuned = ivf_tuning.tune(search, vectors, 64, False, IndexPolicy(), np.random.default_rng(0))
+    assert tuned.nprobe == chosen and tuned.recall == 1.0
+    assert len(tried) <= 7 + ivf_tuning.BISECTIONS  # 1, 2, 4, ..., 64, then the halvings
