@@ -20,6 +20,7 @@ the other side, as it would alone: a search never queues behind another.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, TypeVar
@@ -40,13 +41,21 @@ class SideThreads:
 
     def __init__(self, helpers: int | None = None) -> None:
         self.helpers = max(0, thread_count() - 1) if helpers is None else max(0, helpers)
+        self._start = threading.Lock()
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """No helper started yet, all idle (also in a process forked from one that had them: threads do not
+        survive a fork)."""
         self._idle = threading.BoundedSemaphore(max(self.helpers, 1))
         self._pool: ThreadPoolExecutor | None = None
-        self._start = threading.Lock()
+        self._pid = os.getpid()
 
     def start(self, fn: Callable[..., Result], *args) -> Callable[[], Result]:
         """Start ``fn(*args)`` on an idle helper. Returns a function that gives its result: it waits for the
         helper (and raises what ``fn`` raised), or, where no helper was idle, calls ``fn`` itself."""
+        if self._pid != os.getpid():
+            self._fresh()
         if not self.helpers or not self._idle.acquire(blocking=False):
             return functools.partial(fn, *args)
         try:

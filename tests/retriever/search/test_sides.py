@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -54,6 +55,25 @@ def test_what_the_call_raises_reaches_the_caller_and_frees_the_helper():
     with pytest.raises(ValueError, match="bad postings"):
         sides.start(fail)()
     assert sides.start(where_it_ran(), "after")()[1].startswith("semsearch-side")
+
+
+def test_a_forked_process_starts_its_own_helpers():
+    """Threads do not survive a fork: a child whose parent's helper was busy gets fresh, idle helpers."""
+    sides = SideThreads(helpers=1)
+    started, release = threading.Event(), threading.Event()
+    busy = sides.start(where_it_ran(started, release), "parent")
+    assert started.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: its helper runs the call (a stale pool or semaphore would hang or refuse)
+        ok = False
+        try:
+            ok = sides.start(where_it_ran(), "child")()[1].startswith("semsearch-side")
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    release.set()
+    assert busy()[0] == "parent"
+    assert os.waitstatus_to_exitcode(status) == 0
 
 
 def test_semsearch_threads_sets_the_helpers(monkeypatch):
