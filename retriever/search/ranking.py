@@ -8,6 +8,7 @@ document row)`` for BM25.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence
 
 import numpy as np
@@ -47,7 +48,7 @@ def dense_rankings(
     n = len(query_vectors)
     found: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(n)]  # per query: score, part, doc row, chunk row
     if exact:
-        policy = vector_index.IndexPolicy(policy.ann_min_rows, policy.target_recall, exact_max_rows=1 << 62)
+        policy = dataclasses.replace(policy, exact_max_rows=1 << 62)  # every filtered segment gathers its rows
     for i, part in enumerate(view.parts):
         deadline.check("the search")
         segment = part.segment

@@ -22,8 +22,9 @@ are memory-mapped when read, so processes serving one collection share
 pages.
 
 Filtering and deletions use a bitmap over rows (``faiss.IDSelectorBitmap``).
-An IVF search whose bitmap lets few rows through is answered exactly
-instead, by gathering those rows' vectors.
+A search of an IVF or of codes whose bitmap lets few rows through is
+answered exactly instead, by gathering those rows' vectors (as is every
+``exact`` search, whose policy lets any number through).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class IndexPolicy:
             chunks on hold 1-bit codes of every row, rescored (``rabitq``; default 16,384).
         target_recall: recall@10 against exact search that ``nprobe`` is tuned
             to reach (default 0.95; tuned with a margin to 0.97).
-        exact_max_rows: A filtered search over an IVF segment that leaves at
+        exact_max_rows: A filtered search over an IVF or codes segment that leaves at
             most this many rows is answered exactly (default 20,000).
         codes: What an IVF index holds: ``compressed`` RaBitQ codes rescored
             from float32 rows (default), ``float32`` vectors, or ``always`` (compressed,
@@ -328,7 +329,7 @@ def search(
 def _search(built, queries, k, allowed, n_allowed, policy, recall_k):
     index = built.index
     k = max(1, min(k, n_allowed))
-    if allowed is not None and isinstance(index, faiss.IndexIVF) and n_allowed <= policy.exact_max_rows:
+    if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
         rows = np.flatnonzero(allowed)
         scores, positions = faiss.knn(queries, reconstruct(built, rows), k, metric=faiss.METRIC_INNER_PRODUCT)
         return scores, np.where(positions >= 0, rows[np.maximum(positions, 0)], -1)

@@ -3,6 +3,8 @@ rescored exactly from float32 rows."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import faiss
 import numpy as np
 import pytest
@@ -115,7 +117,7 @@ def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(t
 
 # -- compressed codes, rescored -------------------------------------------------
 COMPRESSED = IndexPolicy(ann_min_rows=1000, codes="compressed")
-ROW_CODES = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000)  # codes of every row from 1,000 to 5,999
+ROW_CODES = IndexPolicy(ann_min_rows=20_000, codes_min_rows=1000)  # codes of every row from 1,000 to 19,999
 
 
 def _written(built, folder):
@@ -165,7 +167,7 @@ def test_compressed_codes_meet_the_recall_target_with_a_fraction_of_the_bytes(tm
 @pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
 @pytest.mark.parametrize("n, built_with, searched_with", [
     (5000, COMPRESSED, (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED)),  # IVF: selector, gathering
-    (3000, ROW_CODES, (ROW_CODES,)),  # codes of every row: a selector over them
+    (3000, ROW_CODES, (dataclasses.replace(ROW_CODES, exact_max_rows=0), ROW_CODES)),  # codes of every row
 ])
 def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n, built_with, searched_with, tmp_path):
     vectors = clustered(n, seed=3)
@@ -196,7 +198,7 @@ def test_damaged_rescoring_rows_are_reported(tmp_path):
 
 
 def test_segments_too_small_for_lists_get_codes_of_every_row_only_with_compressed_codes():
-    sizes = {500: "flat", 1000: "rabitq", 5999: "rabitq", 6000: "ivf-rabitq"}
+    sizes = {500: "flat", 1000: "rabitq", 19_999: "rabitq", 20_000: "ivf-rabitq"}
     assert {n: vector_index.index_type_for(n, ROW_CODES) for n in sizes} == sizes
     floats = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000, codes="float32")
     assert [vector_index.index_type_for(n, floats) for n in (1000, 6000)] == ["flat", "ivf"]
@@ -287,3 +289,16 @@ def test_tuning_halves_the_gap_after_the_first_power_of_two_that_reaches_the_goa
     tuned = ivf_tuning.tune(search, vectors, 64, False, IndexPolicy(), np.random.default_rng(0))
     assert tuned.nprobe == chosen and tuned.recall == 1.0
     assert len(tried) <= 7 + ivf_tuning.BISECTIONS  # 1, 2, 4, ..., 64, then the halvings
+
+
+def test_an_exact_search_of_codes_of_every_row_reads_the_rows_themselves(tmp_path):
+    """``exact=True`` lets every row through a mask with no limit on gathering: the float32 rows are searched,
+    not the candidates the codes rank first."""
+    vectors = clustered(15_000, dim=64, seed=8)
+    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
+    built.info["rescore"] = 1  # 100 candidates of 15,000: the codes alone miss some of the true top 10
+    queries = clustered(100, dim=64, seed=9)
+    everything = np.ones(len(vectors), dtype=bool)
+    exact = dataclasses.replace(ROW_CODES, exact_max_rows=1 << 62)  # as ranking asks for it
+    scores, rows = vector_index.search(built, queries, 10, everything, len(vectors), exact)
+    assert np.array_equal(rows, exact_top(vectors, queries, 10))
