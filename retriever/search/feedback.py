@@ -23,6 +23,7 @@ import numpy as np
 
 from retriever.search import vector_index
 from retriever.search.ranking import Ranking, best_documents
+from retriever.storage.segment import Segment
 from retriever.storage.view import View
 
 FEEDBACK_DOCS = 2  # documents of the first fusion the query moves toward
@@ -50,15 +51,11 @@ def expanded_query(
     for key in keys[:FEEDBACK_DOCS]:
         if key in dense_chunks:
             part, row = dense_chunks[key]
-            chunks.append(vector_index.reconstruct(view.parts[part].segment.index, np.asarray([row]))[0])
+        elif (found := view.find(key)) is not None:
+            part, row = found[0], int(best_chunks(view.parts[found[0]].segment, np.asarray([found[1]]), query)[1][0])
+        else:
             continue
-        found = view.find(key)
-        if found is None:
-            continue
-        segment = view.parts[found[0]].segment
-        rows = np.arange(int(segment.doc_chunks[found[1]]), int(segment.doc_chunks[found[1] + 1]))
-        vectors = vector_index.reconstruct(segment.index, rows)
-        chunks.append(vectors[int(np.argmax(vectors @ query))])
+        chunks.append(vector_index.reconstruct(view.parts[part].segment.index, np.asarray([row]))[0])
     if not chunks:
         return query_vector
     moved = query + FEEDBACK_WEIGHT * np.mean(chunks, axis=0)
@@ -87,14 +84,19 @@ def rescored(view: View, query_vector: np.ndarray, dense: Ranking, sparse: Ranki
     query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     found = []
     for part, doc_set in sorted(by_part.items()):
-        segment = view.parts[part].segment
         docs = np.fromiter(sorted(doc_set), dtype=np.int64, count=len(doc_set))
-        starts = np.asarray(segment.doc_chunks[docs], dtype=np.int64)
-        counts = np.asarray(segment.doc_chunks[docs + 1], dtype=np.int64) - starts
-        firsts = np.cumsum(counts) - counts  # where each document's chunks begin among ``rows``
-        rows = np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))
-        scores = vector_index.reconstruct(segment.index, rows) @ query
-        owner = np.repeat(np.arange(len(docs)), counts)
-        best = np.lexsort((-scores, owner))[firsts]  # each document's best chunk, the first on ties
-        found.append((scores[best], np.full(len(docs), part), docs, rows[best]))
+        scores, rows = best_chunks(view.parts[part].segment, docs, query)
+        found.append((scores, np.full(len(docs), part), docs, rows))
     return best_documents(view, found, k)
+
+
+def best_chunks(segment: Segment, docs: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document's best chunk by cosine with ``query`` ``(dim,)``: ``(scores, chunk rows)``, each
+    ``(len(docs),)``, for document rows ``docs`` of ``segment`` (every chunk scored exactly; the first on ties)."""
+    starts = np.asarray(segment.doc_chunks[docs], dtype=np.int64)
+    counts = np.asarray(segment.doc_chunks[docs + 1], dtype=np.int64) - starts
+    firsts = np.cumsum(counts) - counts  # where each document's chunks begin among ``rows``
+    rows = np.repeat(starts - firsts, counts) + np.arange(int(counts.sum()))
+    scores = vector_index.reconstruct(segment.index, rows) @ query
+    best = np.lexsort((-scores, np.repeat(np.arange(len(docs)), counts)))[firsts]
+    return scores[best], rows[best]

@@ -45,6 +45,7 @@ IVF = "ivf"
 IVF_RABITQ = "ivf-rabitq"
 RABITQ = "rabitq"  # codes of every row, no lists
 COMPRESSED = (IVF_RABITQ, RABITQ)  # types whose codes are rescored from float32 rows (``ROWS_FILE``)
+WHOLE_SCAN = (FLAT, RABITQ)  # types with no lists: a search reads all their rows (or codes)
 CODES = ("float32", "compressed", "always")
 INDEX_FILE = "vectors.faiss"
 ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes

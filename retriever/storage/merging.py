@@ -24,11 +24,8 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
-from retriever.search.vector_index import FLAT, RABITQ
+from retriever.search.vector_index import WHOLE_SCAN
 from retriever.storage.view import SegmentView
-
-
-WHOLE_SCAN = (FLAT, RABITQ)  # segments with no lists: a search reads all their rows (or codes)
 
 
 @dataclass(frozen=True)

@@ -151,8 +151,8 @@ def refs(parts: Sequence[SegmentView]) -> list[SegmentRef]:
 
 
 def _described(index: dict) -> str:
-    """A segment's vector index in words: ``exact``, ``IVF256 nprobe 16``, or
-    ``IVF256 1-bit codes nprobe 32, 20 rescored per hit``."""
+    """A segment's vector index in words: ``exact``, ``IVF256 nprobe 16``,
+    ``IVF256 1-bit codes nprobe 32, 20 rescored per hit``, or ``1-bit codes, 20 rescored per hit``."""
     if index["type"] == IVF:
         return f"IVF{index['nlist']} nprobe {index['nprobe']}"
     rescored = f", {index['rescore']} rescored per hit" if "rescore" in index else ""
