@@ -75,12 +75,14 @@ def dense_rankings(
             shallow.append(((i, part, mask, available), fetch, share))
         _search_part(found, list(range(n)), (i, part, mask, available), share, k, query_vectors, policy,
                      recall_k or k, widen=share == fetch)
-    for search, fetch, share in shallow:  # a part may hold more of the top k than its share: search it in full
-        i = search[0]
-        deeper = [q for q in range(n) if _may_hold_more(found[q], i, share, k)]
-        if deeper:
-            deadline.check("the search")
-            _search_part(found, deeper, search, fetch, k, query_vectors, policy, recall_k or k, widen=True)
+    if shallow:  # a part may hold more of the top k than its share: search it again in full
+        kth = [_kth_score(parts, k) for parts in found]
+        for search, fetch, share in shallow:
+            i = search[0]
+            deeper = [q for q in range(n) if found[q][i][4] == share and found[q][i][5] >= kth[q]]
+            if deeper:
+                deadline.check("the search")
+                _search_part(found, deeper, search, fetch, k, query_vectors, policy, recall_k or k, widen=True)
     return [best_documents(view, [entry[:4] for entry in parts.values()], k) for parts in found]
 
 
@@ -109,15 +111,11 @@ def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall
         pending, fetch = short, min(available, fetch * 4)
 
 
-def _may_hold_more(found: dict, i: int, share: int, k: int) -> bool:
-    """Whether part ``i``, searched for its ``share`` of chunks, may hold more of the top ``k``: it
-    returned all ``share`` and the lowest scores at least the ``k``-th best document found (or fewer
-    than ``k`` documents were found)."""
-    returned, lowest = found[i][4], found[i][5]
-    if returned < share:
-        return False
-    scores = np.concatenate([entry[0] for entry in found.values()])
-    return len(scores) < k or lowest >= np.partition(scores, len(scores) - k)[len(scores) - k]
+def _kth_score(found: dict, k: int) -> float:
+    """The ``k``-th best document score among the parts' ``found``, or -inf where fewer were found. A part
+    that returned all its share of chunks, the lowest scoring at least this, may hold more of the top ``k``."""
+    scores = np.concatenate([entry[0] for entry in found.values()]) if found else np.zeros(0)
+    return float(np.partition(scores, len(scores) - k)[len(scores) - k]) if len(scores) >= k else -np.inf
 
 
 def _chunks_to_fetch(part, k: int) -> int:

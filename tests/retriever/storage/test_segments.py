@@ -180,6 +180,21 @@ def test_small_segments_merge_at_the_small_fan_in(tmp_path, tiny_embedder):
     col.close()
 
 
+@pytest.mark.parametrize("cap, size, commits, sizes", [
+    (200, 20, 9, [20, 160]),  # a tier whose full merge may pass the cap (64 to 256 here): two merge once they fit
+    (100, 40, 4, [40, 40, 80]),  # four of a tier too large together: the two smallest merge
+])
+def test_segments_near_the_merge_cap_merge_in_fewer_at_once(cap, size, commits, sizes, tmp_path, tiny_embedder):
+    """Without it, the first left 20, 80 and 80 (four of 80 would pass the cap), the second four of 40."""
+    policy = MergePolicy(factor=4, floor_chunks=1, max_commit_merge_chunks=cap)
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=policy)
+    for start in range(0, commits * size, size):
+        col.add(docs(start, size))
+    assert sorted(p.n_live_chunks for p in col.reader.current().parts) == sizes
+    assert sorted(col.ids()) == sorted(d["id"] for d in docs(0, commits * size))
+    col.close()
+
+
 @pytest.mark.parametrize("codes, kind", [("compressed", "ivf-rabitq"), ("float32", "ivf")])
 def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(codes, kind, tmp_path, tiny_embedder):
     dim = tiny_embedder.dim
