@@ -58,7 +58,7 @@ class SegmentData:
 
     Attributes:
         keys: ``(docs,)`` int64 catalog keys, ascending.
-        text_blob: Every document's UTF-8 text, concatenated.
+        text_blob: Every document's UTF-8 text, concatenated (bytes, or a uint8 array).
         text_offsets: ``(docs + 1,)`` byte offsets into ``text_blob``.
         doc_chunks: ``(docs + 1,)`` first chunk row of each document.
         spans: ``(chunks, 2)`` character spans; ``byte_spans`` the same in bytes.
@@ -69,7 +69,7 @@ class SegmentData:
     """
 
     keys: np.ndarray
-    text_blob: bytes
+    text_blob: bytes | np.ndarray
     text_offsets: np.ndarray
     doc_chunks: np.ndarray
     spans: np.ndarray
