@@ -261,6 +261,8 @@ def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
         raise FileNotFoundError(path)
     try:
         rows = np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise  # its folder was removed since the check
     except (OSError, ValueError, EOFError) as exc:
         raise CorruptCollectionError(f"cannot read rescoring vectors {path}: {exc}") from None
     if rows.dtype != np.float32 or rows.shape != (index.ntotal, index.d):

@@ -305,12 +305,14 @@ class Segment:
         return np.where(found, rows, -1)
 
     def deleted(self, generation: int) -> np.ndarray:
-        """Deleted document rows as of ``generation`` (0: none), sorted int64."""
+        """Deleted document rows as of ``generation`` (0: none), sorted int64; ``FileNotFoundError`` where none."""
         if not generation:
             return np.zeros(0, dtype=np.int64)
         path = regular_file(self.folder / deletion_file(generation))
         try:
             return check_deletions(np.load(path, allow_pickle=False), self.n_docs, path)
+        except FileNotFoundError:
+            raise  # a writer's clean-up took it since the check: the reader loads the newer generation
         except (OSError, ValueError) as exc:
             raise CorruptCollectionError(f"cannot read {path}: {exc}") from None
 

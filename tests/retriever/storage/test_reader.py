@@ -60,3 +60,32 @@ def test_a_reader_whose_segment_is_removed_while_it_loads_moves_to_the_next_gene
     assert reader.info()["generation"] == writer.info()["generation"] and len(reader) == 11
     reader.close()
     writer.close()
+
+
+def test_a_reader_whose_deletion_file_goes_between_its_check_and_its_read_moves_to_the_next_generation(
+        tmp_path, tiny_model_dir, monkeypatch):
+    """A writer's clean-up unlinks an old generation's deletion file on its own (no folder rename): a reader
+    that found the file and then failed to read it takes the newer generation, never reports damage."""
+    from retriever.storage import segment as segment_module
+
+    writer = three_segments(tmp_path / "col", tiny_model_dir)
+    reader = Collection.open(tmp_path / "col")
+    assert len(reader.search("river", k=20)) == 9
+    writer.delete(["b0-0"])  # a deletion file the reader has yet to read
+    original, fired = segment_module.regular_file, []
+
+    def found_then_removed(path):
+        found = original(path)
+        if path.name.startswith("deleted.") and not fired:
+            fired.append(path.name)
+            for doc_id in ("b0-1", "b1-1"):  # the next writers publish and remove older deletion files
+                writer.delete([doc_id])
+            assert not path.exists()
+        return found
+
+    monkeypatch.setattr(segment_module, "regular_file", found_then_removed)
+    hits = reader.search("river", k=20)
+    assert fired and {h.id for h in hits}.isdisjoint({"b0-0", "b0-1", "b1-1"}) and len(hits) == 6
+    assert reader.info()["generation"] == writer.info()["generation"]
+    reader.close()
+    writer.close()
