@@ -363,8 +363,8 @@ def _arguments(argv) -> argparse.Namespace:
     parser.add_argument("--reuse", action="store_true", help="keep complete collections (else rebuilt)")
     parser.add_argument("--build-only", action="store_true", help="build (or resume) the collections, measure nothing")
     parser.add_argument("--states", default=",".join(STATES),
-                        help="states to measure, of incremental,compacted (compacting writes a second copy of "
-                             "the collection beside the snapshot: ten million chunks need about 100 GB)")
+                        help="states to measure, of incremental,compacted (compacting writes the segments it "
+                             "merges beside the snapshot: up to a second copy of the collection)")
     args = parser.parse_args(argv)
     args.states = [state for state in STATES if state in args.states.split(",")]
     return args

@@ -739,19 +739,24 @@ class Collection:
         """
         return check_collection(self.root, self.catalog, self.writer, repair)
 
-    def compact(self, *, index_codes: str | None = None) -> dict[str, Any]:
-        """Merge every segment into one without deleted rows, and shrink the catalog.
+    def compact(self, *, index_codes: str | None = None, max_segment_chunks: int | None = None) -> dict[str, Any]:
+        """Merge the segments into as few as fit, without deleted rows, and shrink the catalog.
 
-        The merged segment's vector index is chosen by its size (see ``IndexPolicy``).
+        Segments are packed into the fewest of at most ``max_segment_chunks``
+        live chunks each (one, up to a million chunks). A merged segment's vector
+        index is chosen by its size (see ``IndexPolicy``).
 
         Args:
             index_codes: Change what the collection's IVF indexes hold (``"float32"``,
                 ``"compressed"`` or ``"always"``, see ``IndexPolicy.codes``): the manifest
                 records it, and the merged segment is built with it, vectors kept (no re-embedding).
+            max_segment_chunks: Largest segment written (default ``MergePolicy.max_merge_chunks``,
+                1,000,000: a merge holds about 9 KB per chunk at its peak).
 
         Returns:
             ``{"segments_before", "segments_after", "bytes_before", "bytes_after"}``.
         """
+        validation.check_optional_count(max_segment_chunks, "max_segment_chunks")
         before = size_on_disk(self.root)
         with file_system_faults(self.root, "compaction"), self.writer.locked():
             if index_codes is not None and index_codes != self.index_policy.codes:
@@ -760,7 +765,7 @@ class Collection:
                 manifest.index["policy"] = policy.to_dict()
                 manifest.save(self.root)  # a compaction killed after this is finished by the next one
                 self.index_policy = self.writer.index_policy = self.searcher.index_policy = policy
-            n_before, n_after = self.writer.compact()
+            n_before, n_after = self.writer.compact(max_segment_chunks)
         return {
             "segments_before": n_before,
             "segments_after": n_after,

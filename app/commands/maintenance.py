@@ -44,6 +44,8 @@ def add_compact_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--index-codes", choices=CODES,
                    help="switch what the vector indexes hold: float32 vectors, compressed 1-bit codes rescored "
                    "from float32 rows on disk (large segments), or always compressed; no re-embedding")
+    p.add_argument("--max-segment-chunks", type=int, metavar="N",
+                   help="largest segment written (default 1,000,000 chunks: a merge holds about 9 KB per chunk)")
     p.set_defaults(handler=run_compact)
 
 
@@ -137,7 +139,7 @@ def run_compact(args) -> int:
     from retriever.collection import Collection
 
     with Collection.open(args.collection) as collection:
-        result = collection.compact(index_codes=args.index_codes)
+        result = collection.compact(index_codes=args.index_codes, max_segment_chunks=args.max_segment_chunks)
         codes = collection.index_policy.codes
     print(
         f"compacted {args.collection}: {result['segments_before']} segment(s) -> {result['segments_after']}, "

@@ -21,14 +21,17 @@ search costs about the same in each (0.4 to 0.65 ms); pairs leave ten of
 ``max_commit_merge_chunks``: a write costs the batch plus a bounded merge,
 never the collection; a write under a deadline (an HTTP request) merges
 nothing and leaves it to the service's background merge. Larger merges (and
-the removal of every deleted row) happen in ``Collection.compact``.
+the removal of every deleted row) happen in ``Collection.compact``, which
+packs the segments into the fewest of at most ``max_merge_chunks`` each: a
+merge holds about 9 KB per chunk at its peak (a million chunks of real
+lengths, 9.2 GB), so one segment of ten million would not fit in memory.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from retriever.search.vector_index import WHOLE_SCAN
 from retriever.storage.view import SegmentView
@@ -43,6 +46,8 @@ class MergePolicy:
     small_factor: Segments in tier 0 (under ``floor_chunks * factor``) before
         they merge (default 3).
     max_commit_merge_chunks: Largest merge run after a commit (default 1,000,000 chunks).
+    max_merge_chunks: Largest segment ``compact`` writes (default 1,000,000 chunks, about
+        9 GB of memory while it merges); a segment already larger is rewritten alone.
     max_deleted_share: A segment with more deleted rows than this share is
         rewritten on its own (default 0.5).
     """
@@ -51,6 +56,7 @@ class MergePolicy:
     floor_chunks: int = 1_000
     small_factor: int = 3
     max_commit_merge_chunks: int = 1_000_000
+    max_merge_chunks: int = 1_000_000
     max_deleted_share: float = 0.5
 
     def to_dict(self) -> dict:
@@ -93,6 +99,24 @@ class MergePolicy:
             if dead > self.max_deleted_share * total and part.n_live_chunks <= self.max_commit_merge_chunks:
                 return [part.ref.name]
         return []
+
+    def compaction(self, parts: Sequence[SegmentView], rewrite: Callable[[SegmentView], bool]) -> list[list[str]]:
+        """The merges ``compact`` runs, as lists of segment names.
+
+        The segments are packed into the fewest groups whose live chunks stay
+        within ``max_merge_chunks`` (first fit, largest first; a larger segment
+        is a group alone). A group of one is merged only where ``rewrite(part)``
+        (deleted rows, an index another policy built).
+        """
+        groups: list[tuple[list[int], list[SegmentView]]] = []  # ([live chunks], members)
+        for part in sorted(parts, key=lambda p: -p.n_live_chunks):
+            group = next((g for g in groups if g[0][0] + part.n_live_chunks <= self.max_merge_chunks), None)
+            if group is None:
+                groups.append(([part.n_live_chunks], [part]))
+            else:
+                group[0][0] += part.n_live_chunks
+                group[1].append(part)
+        return [[p.ref.name for p in members] for _, members in groups if len(members) > 1 or rewrite(members[0])]
 
     def _capped(self, level: int) -> bool:
         """Whether a full merge of tier ``level`` may outgrow ``max_commit_merge_chunks``."""

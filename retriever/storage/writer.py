@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -373,19 +373,23 @@ class Writer:
         change = Publish(rest, state.next_key, state.next_segment + (1 if live else 0))
         self.publish(state, change, new_files=written)
 
-    def compact(self) -> tuple[int, int]:
-        """Merge every segment into one without deleted rows and shrink the catalog.
-
-        A single segment whose vector index another policy built is rewritten too.
-
-        Returns:
-            ``(segments before, segments after)``.
-        """
-        state, view = self.state()
-        stale_index = any(  # built under another policy (the collection's index codes changed)
-            p.segment.index_type != vector_index.index_type_for(p.segment.n_chunks, self.index_policy)
-            for p in view.parts)
-        if len(view.parts) > 1 or stale_index or any(p.n_live_docs < p.segment.n_docs for p in view.parts):
-            self.merge(state, view, [p.ref.name for p in view.parts])
+    def compact(self, max_segment_chunks: int | None = None) -> tuple[int, int]:
+        """Merge the segments into the fewest of at most ``max_segment_chunks`` live chunks each
+        (default ``MergePolicy.max_merge_chunks``), without deleted rows, and shrink the catalog;
+        ``(segments before, segments after)``. Each merge is its own generation: a killed
+        compaction keeps the merges done, and the next one goes on."""
+        policy = self.merge_policy
+        if max_segment_chunks is not None:
+            policy = replace(policy, max_merge_chunks=max_segment_chunks)
+        _, view = self.state()
+        before = len(view.parts)
+        for names in policy.compaction(view.parts, self._to_rewrite):
+            state, view = self.state()
+            self.merge(state, view, names)
         self.catalog.vacuum()
-        return len(view.parts), len(self.reader.current().parts)
+        return before, len(self.reader.current().parts)
+
+    def _to_rewrite(self, part: SegmentView) -> bool:
+        """Whether ``compact`` rewrites a segment it keeps alone: deleted rows, or an index built under another policy."""
+        stale_index = part.segment.index_type != vector_index.index_type_for(part.segment.n_chunks, self.index_policy)
+        return stale_index or part.n_live_docs < part.segment.n_docs

@@ -265,8 +265,10 @@ def test_index_codes_at_creation_and_by_compact(capsys, docs, tmp_path, tiny_mod
         assert {p.segment.index_type for p in col.reader.current().parts} == {"ivf-rabitq"}
     code, _, err = index(capsys, docs, tmp_path / "col", tiny_model_dir, "--index-codes", "float32")
     assert code == 2 and "apply only when a collection is created" in err
-    code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--index-codes", "float32")
-    assert code == 0 and "index codes float32" in err
+    code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--max-segment-chunks", "0")
+    assert code == 2 and "max_segment_chunks must be a positive integer" in err
+    code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--index-codes", "float32", "--max-segment-chunks", "2")
+    assert code == 0 and "index codes float32" in err and "1 segment(s) -> 1," in err  # never split, rewritten alone
     with Collection.open(tmp_path / "col") as col:
         assert [p.segment.index_type for p in col.reader.current().parts] == ["flat"]
     code, out, _ = run(capsys, "search", "roasted coffee", "-c", tmp_path / "col", "--json")

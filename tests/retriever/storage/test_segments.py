@@ -130,6 +130,34 @@ def test_compact_merges_into_one_segment_and_drops_deleted_rows(tmp_path, tiny_e
     assert col.info()["size_bytes"] <= 1.1 * fresh.info()["size_bytes"]
 
 
+def test_compact_packs_segments_into_the_fewest_under_the_largest_segment_size(tmp_path, tiny_embedder):
+    """A merge's memory grows with its chunks, so ``compact`` writes no segment above ``max_segment_chunks``:
+    the segments are packed first fit, largest first; one kept alone is rewritten only for its deleted rows."""
+    col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=50, small_factor=50))
+    for start, n in ((0, 100), (100, 100), (200, 100), (300, 60), (360, 30)):
+        col.add(docs(start, n))
+    assert [p.n_live_chunks for p in col.reader.current().parts] == [100, 100, 100, 60, 30]
+    before = {m: ranking(col, "tea snow item7", m) for m in ("dense", "bm25", "hybrid")}
+    result = col.compact(max_segment_chunks=200)
+    assert (result["segments_before"], result["segments_after"]) == (5, 2)
+    assert sorted(p.n_live_chunks for p in col.reader.current().parts) == [190, 200]  # 100+100 | 100+60+30
+    assert {m: ranking(col, "tea snow item7", m) for m in before} == before
+    names = [p.ref.name for p in col.reader.current().parts]
+    col.compact(max_segment_chunks=200)  # each fills its group alone and holds no deleted row: kept as it is
+    assert [p.ref.name for p in col.reader.current().parts] == names
+
+    col.delete([f"d{i:04d}" for i in range(10)])  # from the first commits' segment, which now holds 190 live
+    clean = [p.ref.name for p in col.reader.current().parts if p.n_live_docs == p.segment.n_docs]
+    assert len(clean) == 1
+    assert col.compact(max_segment_chunks=200)["segments_after"] == 2  # 190 + 190 would pass 200
+    parts = col.reader.current().parts
+    assert clean[0] in [p.ref.name for p in parts] and set(names).isdisjoint(set([p.ref.name for p in parts]) - set(clean))
+    assert all(p.n_live_docs == p.segment.n_docs for p in parts) and sum(p.n_live_chunks for p in parts) == 380
+    assert col.compact()["segments_after"] == 1  # the default, a million chunks, holds them all
+    with pytest.raises(BadInputError, match="max_segment_chunks"):
+        col.compact(max_segment_chunks=0)
+
+
 def test_compact_switches_index_codes_without_reembedding(tmp_path, tiny_embedder):
     """``compact(index_codes=)`` records the codes in the manifest and rebuilds the one segment with them;
     on data this small every row is a rescoring candidate, so rankings stay exact."""
