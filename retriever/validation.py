@@ -167,11 +167,11 @@ def check_embed_options(batch_size: Any, on_overflow: Any) -> None:
         raise BadInputError(f"on_overflow must be 'warn' or 'error', not {printable(repr(on_overflow), 40)}")
 
 
-
 def check_optional_count(value: Any, name: str) -> None:
     """``None`` or a positive integer."""
     if value is not None and (not _is_int(value) or value < 1):
         raise BadInputError(f"{name} must be a positive integer or None, got {printable(repr(value), 40)}")
+
 
 def check_path(path: Any, name: str = "path") -> None:
     """A collection directory: a string or ``os.PathLike``, not empty."""
