@@ -139,6 +139,30 @@ def test_term_spans_on_real_text(analyzer, datasets_dir):
         assert analyzer.term_spans(text, terms) == word_by_word_term_spans(analyzer, text, terms)
 
 
+def test_porter_stems_less_their_last_character_begin_their_words(datasets_dir):
+    """What term_spans' search by prefix rests on, over every distinct word of the shared collections."""
+    import re
+
+    import Stemmer
+
+    words = set()
+    for name in ("scifact", "cisi", "cranfield", "medline", "time"):
+        corpus = datasets_dir / name / "corpus.jsonl"
+        if not corpus.exists():
+            pytest.skip(f"needs {corpus}")
+        words.update(re.findall(r"(?u)\b\w\w+\b", corpus.read_text(encoding="utf-8").lower()))
+    words = sorted(words)
+    stems = Stemmer.Stemmer("porter").stemWords(words)
+    assert len(words) > 50_000
+    assert [(w, s) for w, s in zip(words, stems) if not w.startswith(s[:-1])] == []
+
+
+@pytest.mark.parametrize("terms", [{"u"}, {"u", "us"}, {"us"}, {"use", "u"}, {"cell", "ca"}])
+def test_term_spans_with_stems_of_one_or_two_characters(analyzer, terms):
+    text = "Us, u.s. uses us; U and US usual cells, CA cas ca2 cae caed: use used"
+    assert analyzer.term_spans(text, terms) == word_by_word_term_spans(analyzer, text, terms)
+
+
 def test_ranking_follows_term_statistics(analyzer):
     index = build(analyzer, DOCS)
     ranked = [doc_id for doc_id, _ in index.top(analyzer("river delta"), 10)]
