@@ -123,12 +123,20 @@ class Analyzer:
         stems = self._stemmer.stemWords(words)
         with self._stems_lock:
             if len(self._stem_of) + len(words) > STEM_CACHE:
-                self._stem_of.clear()
-                self._words_of.clear()
-            for word, stem in zip(words, stems):
-                self._stem_of[word] = stem
-                self._words_of.setdefault(stem, set()).add(word)
+                self._forget_stems()
+            self._store_stems(words, stems)
         return dict(zip(words, stems))
+
+    def _store_stems(self, words: list[str], stems: list[str]) -> None:
+        """Remember each word's stem both ways (``_stem_of``, ``_words_of``); the caller holds the lock."""
+        for word, stem in zip(words, stems):
+            self._stem_of[word] = stem
+            self._words_of.setdefault(stem, set()).add(word)
+
+    def _forget_stems(self) -> None:
+        """Empty the remembered stems (when ``STEM_CACHE`` would be passed); the caller holds the lock."""
+        self._stem_of.clear()
+        self._words_of.clear()
 
     def _wanted_words(self, words: set[str], terms: set[str]) -> dict[str, str]:
         """``{word: stem}`` of those of ``words`` that analyse to one of ``terms``, by set operations on the
@@ -137,14 +145,10 @@ class Analyzer:
             new = words.difference(self._stem_of).difference(self._stopwords)  # set.difference(dict): no key copy
             if new:
                 if len(self._stem_of) + len(new) > STEM_CACHE:  # start again from this text's words
-                    self._stem_of.clear()
-                    self._words_of.clear()
+                    self._forget_stems()
                     new = words.difference(self._stopwords)
                 new = list(new)
-                stems = self._stemmer.stemWords(new) if self._stemmer else new
-                for word, stem in zip(new, stems):
-                    self._stem_of[word] = stem
-                    self._words_of.setdefault(stem, set()).add(word)
+                self._store_stems(new, self._stemmer.stemWords(new) if self._stemmer else new)
             return {word: term for term in terms for word in self._words_of.get(term, ()) if word in words}
 
     def _term_spans_by_word(self, text: str, terms: set[str]) -> list[tuple[int, int, str]]:
