@@ -39,6 +39,7 @@ import numpy as np
 
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search import ivf_tuning
+from retriever.storage.paging import gather_rows, read_at_random
 
 FLAT = "flat"
 IVF = "ivf"
@@ -268,7 +269,7 @@ def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
     if rows.dtype != np.float32 or rows.shape != (index.ntotal, index.d):
         raise CorruptCollectionError(f"{path} holds {rows.dtype} {rows.shape}, "
                                      f"not float32 ({index.ntotal}, {index.d}) as its index")
-    return np.asarray(rows)  # a plain ndarray over the mapping: pages shared, gathers without memmap's overhead
+    return read_at_random(np.asarray(rows))  # a plain ndarray over the mapping: pages shared, no memmap overhead
 
 
 def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
@@ -277,7 +278,7 @@ def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
     if len(rows) == 0:
         return np.zeros((0, index.d), dtype=np.float32)
     if built.rows is not None:
-        return np.asarray(built.rows[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
+        return gather_rows(built.rows, rows)
     if isinstance(index, faiss.IndexFlat):
         return faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)[rows]
     return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))

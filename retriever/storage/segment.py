@@ -42,6 +42,7 @@ from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
 from retriever.storage.integrity import record_checksums, write_checksum_beside
+from retriever.storage.paging import read_ahead, read_at_random
 from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
 from retriever.storage.segment_files import META, check_offsets, check_spans, deletion_file, own_folder, regular_file
 
@@ -214,6 +215,7 @@ class Segment:
             if text_path.stat().st_size
             else np.zeros(0, np.uint8)
         )
+        read_at_random(self.text_blob)  # a search reads the texts of its ten hits, anywhere in the file
         check_keys(self.keys, self.folder / "keys.npy")
         check_offsets(self.doc_chunks, chunks, self.folder / "doc_chunks.npy")
         check_offsets(self.text_offsets, len(self.text_blob), self.folder / "text_offsets.npy")
@@ -283,6 +285,13 @@ class Segment:
     def chunk_doc(self) -> np.ndarray:
         """``(chunks,)`` document row of each chunk row."""
         return np.repeat(np.arange(self.n_docs, dtype=np.int64), np.diff(self.doc_chunks))
+
+    def read_ahead(self, vectors: bool = True) -> None:
+        """Start reading the texts (and with ``vectors`` the rescoring rows) whole, before a pass over every
+        document: they are otherwise paged in a page at a time, as a search reads them."""
+        read_ahead(self.text_blob)
+        if vectors and self.index.rows is not None:
+            read_ahead(self.index.rows)
 
     def text(self, row: int) -> str:
         """The whole text of document ``row``."""

@@ -22,6 +22,8 @@ def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray], vectors: b
     Term statistics are carried over as they are (no text is analysed again).
     ``vectors=False`` leaves the vectors zero, for a caller that embeds them again.
     """
+    for segment in segments:
+        segment.read_ahead(vectors)
     key_parts, doc_refs = [], []
     for i, (segment, gone) in enumerate(zip(segments, deleted)):
         live = np.ones(segment.n_docs, dtype=bool)

@@ -64,12 +64,14 @@ def segment_texts(segment: Segment, rows: Sequence[int], titles: Sequence[str]) 
 
 
 def live_rows(view: View) -> Iterator[tuple[Segment, np.ndarray, np.ndarray]]:
-    """``(segment, live document rows, their keys)`` for each part of ``view``."""
+    """``(segment, live document rows, their keys)`` for each part of ``view`` (each read ahead whole: the
+    caller passes over all of them)."""
     for part in view.parts:
         rows = np.arange(part.segment.n_docs, dtype=np.int64)
         if part.live_docs is not None:
             rows = rows[part.live_docs]
         if len(rows):
+            part.segment.read_ahead()
             yield part.segment, rows, np.asarray(part.segment.keys[rows])
 
 

@@ -1,0 +1,80 @@
+"""Dense search of a large collection with its mappings paged at random (as readers open them) or as the
+kernel pages by default (reading around every fault), A/B in alternation over the same page cache.
+
+    python -m benchmarks.paging [--collection runs/bench/scale/n10000000-compressed] [--queries 200]
+
+The collection is opened twice in one process; one copy's rescoring rows and texts are put back to the
+kernel's default paging (``MADV_NORMAL``). Queries are real query embeddings (``benchmarks.scale``'s
+cache), a different one for every search, so each side reads rows the other has not just read. The
+difference shows only where the files are larger than the page cache can hold (ten million chunks on a
+23 GB machine); below that, both read memory. Prints the machine, the disk's readahead, and p50 / p90
+of the whole search and of its display stage (texts of the hits) per side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.scale import BENCH, machine
+from retriever.storage import paging
+
+
+def default_paging(col) -> None:
+    """Put ``col``'s rescoring rows and texts back to the kernel's default paging."""
+    for part in col.reader.current().parts:
+        segment = part.segment
+        for array in (segment.text_blob, segment.index.rows):
+            if array is not None:
+                paging.read_normally(array)
+
+
+def readahead_kb() -> str:
+    """Each disk's ``read_ahead_kb``."""
+    found = [p for p in sorted(Path("/sys/block").glob("*/queue/read_ahead_kb"))
+             if not p.parts[3].startswith(("loop", "ram", "zram"))]  # fmt: skip
+    return ", ".join(f"{p.parts[3]} {p.read_text().strip()} KB" for p in found) or "unknown"
+
+
+def main() -> None:
+    from retriever import Collection
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collection", default=str(BENCH / "scale" / "n10000000-compressed"))
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+    vectors = np.load(BENCH / "scale" / "real" / "queries.npy")
+    chosen = np.random.default_rng(21).choice(len(vectors), size=min(args.queries, len(vectors)), replace=False)
+    sides = {"random": Collection.open(args.collection), "default": Collection.open(args.collection)}
+    default_paging(sides["default"])
+    display: dict[str, list[float]] = defaultdict(list)
+    for name, col in sides.items():
+        col.search(vector=vectors[chosen[0]], k=10)
+        col.timings.listen(lambda stage, s, name=name: display[name].append(s) if stage == "display" else None)
+    total: dict[str, list[float]] = defaultdict(list)
+    for i, row in enumerate(chosen[1:]):
+        name = ("random", "default")[i % 2]
+        began = time.perf_counter()
+        sides[name].search(vector=vectors[row], k=10)
+        total[name].append(time.perf_counter() - began)
+    print(f"machine: {machine()}; readahead: {readahead_kb()}; {len(sides['random'])} documents")
+    for name in sides:
+        print(f"  {name:<8} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
+              f"display p50 {_ms(display[name], 50)} ms")
+    for col in sides.values():
+        col.close()
+
+
+def _ms(times: list[float], percent: int) -> str:
+    ms = sorted(t * 1000 for t in times)
+    value = statistics.median(ms) if percent == 50 else ms[min(len(ms) - 1, len(ms) * percent // 100)]
+    return f"{value:7.2f}"
+
+
+if __name__ == "__main__":
+    main()

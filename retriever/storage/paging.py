@@ -1,0 +1,90 @@
+"""How the kernel pages a segment's memory-mapped files in: a page at a time where searches read at random,
+the whole range at once before a pass that reads all of it.
+
+Linux reads around every page fault of a file mapping, as far as the disk's
+readahead (``/sys/block/*/queue/read_ahead_kb``: 8 MB on some virtual disks).
+That suits a pass over a file and wastes a search that reads ten texts or a
+few hundred rescoring rows scattered over a file larger than the page cache:
+at ten million chunks (15 GB of float32 rows beside 23 GB of memory) each
+such fault read megabytes, and a dense search took 83 ms p50; with the
+mappings marked random, 27 ms (``benchmarks/paging.py``).
+
+Both calls are hints (``madvise``): an array that is not a file mapping, or a
+system without ``madvise``, is left as it is, and no error comes of them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+
+import numpy as np
+
+_PAGE = mmap.PAGESIZE
+_RANDOM = getattr(mmap, "MADV_RANDOM", None)
+_WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
+_NORMAL = getattr(mmap, "MADV_NORMAL", None)
+
+
+def _load_madvise():
+    """libc's ``madvise(addr, length, advice)``, or ``None`` where there is none to call."""
+    if _RANDOM is None or _WILLNEED is None or _NORMAL is None:
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        call = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    call.restype = ctypes.c_int
+    return call
+
+
+_MADVISE = _load_madvise()
+
+
+WHOLE_READ_SHARE = 8  # gathering at least this share of an array's rows reads all of it ahead first
+
+
+def read_at_random(array: np.ndarray) -> np.ndarray:
+    """Fault ``array``'s pages in one at a time, without reading around them (for searches' scattered
+    reads); returns ``array``."""
+    _advise(array, _RANDOM)
+    return array
+
+
+def read_ahead(array: np.ndarray) -> None:
+    """Start reading all of ``array``'s pages now (before a pass over the whole of a ``read_at_random`` array)."""
+    _advise(array, _WILLNEED)
+
+
+def gather_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``array[rows]`` as float32, ``(len(rows), ...)``; rows that make up at least ``1 / WHOLE_READ_SHARE``
+    of ``array`` (a merge's or an exact search's pass) are read ahead in large runs, not page by page."""
+    if len(rows) >= len(array) // WHOLE_READ_SHARE:
+        read_ahead(array)
+    return np.asarray(array[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
+
+
+def read_normally(array: np.ndarray) -> None:
+    """Page ``array`` in as the kernel does by default (reading around each fault)."""
+    _advise(array, _NORMAL)
+
+
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array`` views a memory-mapped file (``np.memmap``, or an ``mmap`` buffer)."""
+    base = array
+    while base is not None:
+        if isinstance(base, (np.memmap, mmap.mmap)):
+            return True
+        base = getattr(base, "base", None)
+    return False
+
+
+def _advise(array: np.ndarray, advice: int | None) -> None:
+    if _MADVISE is None or advice is None or not array.size or not is_mapped(array):
+        return
+    start = array.ctypes.data
+    first_page = start - start % _PAGE
+    _MADVISE(first_page, start + array.nbytes - first_page, advice)  # a hint: its result changes nothing

@@ -1,0 +1,99 @@
+"""Paging hints on mapped segment files: readers' rescoring rows and texts are paged at random, passes read ahead."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from retriever.search import vector_index
+from retriever.search.vector_index import IndexPolicy
+from retriever.storage import paging
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the kernel's /proc/self/smaps")
+
+
+def vm_flags(path: Path) -> set[str]:
+    """The ``VmFlags`` of this process's mapping of ``path`` (``rr``: paged at random)."""
+    lines = Path("/proc/self/smaps").read_text().splitlines()
+    for i, line in enumerate(lines):
+        if line.endswith(str(path.resolve())):
+            flags = next(l for l in lines[i + 1 :] if l.startswith("VmFlags:"))
+            return set(flags.split()[1:])
+    raise AssertionError(f"{path} is not mapped")
+
+
+def mapped(tmp_path: Path, name: str = "rows.npy", n: int = 5000) -> tuple[np.ndarray, Path]:
+    path = tmp_path / name
+    np.save(path, np.arange(n * 16, dtype=np.float32).reshape(n, 16))
+    return np.asarray(np.load(path, mmap_mode="r")), path
+
+
+def test_only_file_mappings_count_as_mapped(tmp_path):
+    rows, _ = mapped(tmp_path)
+    assert paging.is_mapped(rows) and paging.is_mapped(rows[10:20])
+    assert not paging.is_mapped(np.zeros((4, 4), np.float32))
+
+
+@linux_only
+def test_hints_change_how_a_mapping_is_paged_and_never_its_contents(tmp_path):
+    rows, path = mapped(tmp_path)
+    before = rows.copy()
+    assert "rr" not in vm_flags(path)
+    paging.read_at_random(rows)
+    assert "rr" in vm_flags(path)
+    paging.read_ahead(rows)
+    assert np.array_equal(rows, before)
+    paging.read_normally(rows)
+    assert "rr" not in vm_flags(path)
+
+
+def test_heap_arrays_and_empty_arrays_are_left_alone():
+    heap = np.arange(10, dtype=np.float32)
+    for hint in (paging.read_at_random, paging.read_ahead, paging.read_normally):
+        hint(heap)
+        hint(np.zeros(0, np.float32))
+    assert np.array_equal(heap, np.arange(10, dtype=np.float32))
+
+
+@linux_only
+def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tmp_path):
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(3000, 32)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    built = vector_index.build(vectors, IndexPolicy(codes="always"))
+    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
+    vector_index.write_rows(built, tmp_path / vector_index.ROWS_FILE)
+    loaded = vector_index.read(tmp_path, built.info)
+    assert "rr" in vm_flags(tmp_path / vector_index.ROWS_FILE)
+    scores, rows = vector_index.search(loaded, vectors[:5], 3, None, len(vectors), IndexPolicy(codes="always"))
+    assert np.array_equal(rows[:, 0], np.arange(5)) and np.allclose(scores[:, 0], 1.0, atol=1e-5)
+    whole = vector_index.reconstruct(loaded, np.arange(len(vectors)))  # a pass: read ahead first
+    assert np.array_equal(whole, vectors)
+
+
+@linux_only
+def test_a_collections_texts_are_paged_at_random_and_still_read_whole(tmp_path, tiny_model_dir):
+    from retriever import Collection
+
+    def text(i: int) -> str:
+        return " ".join([f"document {i} about rivers and tea"] * 20)
+
+    with Collection.create(tmp_path / "c", tiny_model_dir) as col:
+        col.add([{"id": f"d{i}", "text": text(i)} for i in range(30)])
+        view = col.reader.current()
+        texts = [part.segment.folder / "text.bin" for part in view.parts]
+        assert texts and all("rr" in vm_flags(path) for path in texts)
+        assert col.get("d7").text == text(7)
+        hits = col.search("rivers and tea", k=3)
+        assert len(hits) == 3 and all("rivers" in hit.text for hit in hits)
+
+
+@pytest.mark.parametrize("count", [3, 4000])  # a few scattered rows, and a pass read ahead first
+def test_gathered_rows_are_the_rows_asked_for_in_order(tmp_path, count):
+    rows, _ = mapped(tmp_path)
+    wanted = np.random.default_rng(count).choice(len(rows), size=count, replace=False)
+    gathered = paging.gather_rows(rows, wanted)
+    assert gathered.dtype == np.float32 and np.array_equal(gathered, np.asarray(rows)[wanted])
