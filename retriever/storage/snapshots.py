@@ -12,8 +12,9 @@ three steps:
    missing by then means a later commit or merge removed it, so G is gone:
    the snapshot starts again (``MAX_TRIES`` times; then under the write
    lock, which holds writers back for as long as it takes).
-3. The manifest (its catalog now the file inside), ``HEAD`` and the
-   taggers follow; everything is fsynced and the folder renamed into place,
+3. The manifest (its catalog now the file inside, the models it holds in
+   ``models/`` renamed to their copies), ``HEAD``, the taggers and those
+   models follow; everything is fsynced and the folder renamed into place,
    so the destination is whole or absent.
 
 ``restore`` makes a snapshot a live collection again at a new path the
@@ -37,7 +38,7 @@ from sqlalchemy import insert, select
 from retriever.errors import BadInputError, SemsearchError
 from retriever.storage.atomic import fsync_dir, fsync_path
 from retriever.storage.catalog import Catalog, CatalogState, metadata_obj
-from retriever.storage.cleanup import TAGGERS_DIR
+from retriever.storage.cleanup import MODELS_DIR, TAGGERS_DIR
 from retriever.storage.generations import write_head
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
 from retriever.storage.segment import META, SEGMENTS_DIR
@@ -151,6 +152,7 @@ def _try_copy(root: Path, manifest: Manifest, copy_catalog: Callable[[Path], Non
         for ref in state.segments:
             _copy_segment(root / SEGMENTS_DIR / ref.name, work / SEGMENTS_DIR / ref.name, ref.deletions, counts)
         _copy_taggers(root / TAGGERS_DIR, work / TAGGERS_DIR)
+        manifest = _copy_models(root, manifest, work, dest, counts)
         replace(manifest, catalog_url=None).save(work)  # the catalog is the file inside
         write_head(work, state.generation)
         fsync_dir(work / SEGMENTS_DIR)
@@ -248,6 +250,30 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
 def _copy_taggers(source: Path, target: Path) -> None:
     if source.is_dir():
         shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"))
+
+
+def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts: dict[str, int]) -> Manifest:
+    """The collection's own models (``models/``, where ``adapt -c`` puts them) linked or copied into ``work``,
+    and ``manifest`` with the models it names there renamed to their place under ``dest``."""
+    source = root.resolve() / MODELS_DIR
+    if not source.is_dir():
+        return manifest
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if path.is_file() and not any(part.startswith(".") for part in relative.parts):  # no temporaries
+            (work / MODELS_DIR / relative).parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(path, work / MODELS_DIR / relative, counts)
+
+    def moved(model: dict[str, Any] | None) -> dict[str, Any] | None:
+        if model is None or not Path(model["name"]).is_absolute():
+            return model
+        try:
+            inside = Path(model["name"]).relative_to(source)
+        except ValueError:  # a model of its own place, outside the collection
+            return model
+        return {**model, "name": str(dest.resolve() / MODELS_DIR / inside)}
+
+    return replace(manifest, model=moved(manifest.model), previous_model=moved(manifest.previous_model))
 
 
 def _link_or_copy(source: Path, target: Path, counts: dict[str, int]) -> None:

@@ -136,3 +136,28 @@ def test_bad_destinations_are_refused_before_anything_is_written(tmp_path, tiny_
     with pytest.raises(BadInputError, match="exists"):
         Collection.restore(tmp_path / "snap", tmp_path / "taken")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["col", "snap", "taken"]
+
+
+def test_a_collection_switched_to_its_own_adapted_model_is_whole_without_its_source(tmp_path, tiny_model_dir):
+    """``adapt -c`` keeps the model in ``DIR/models``: a snapshot and a restore carry it and name their copy."""
+    import shutil
+
+    from retriever import Embedder
+    from tests.retriever.storage.test_model_switch import perturbed
+
+    source = tmp_path / "col"
+    with Collection.create(source, Embedder(tiny_model_dir, backend="torch-fp32")) as col:
+        col.add([{"id": f"d{i}", "text": f"rivers and tea, document {i} of the batch"} for i in range(BATCH)])
+        adapted = perturbed(tiny_model_dir, source / "models" / "adapted-g1", seed=3)
+        col.switch_model(Embedder(adapted, backend="torch-fp32"), progress=False)
+        expected = [(h.id, round(h.score, 5)) for h in col.search("rivers document 3", k=5, mode="dense")]
+        col.snapshot(tmp_path / "snap")
+    shutil.rmtree(source)
+    assert Manifest.load(tmp_path / "snap").model["name"] == str((tmp_path / "snap" / "models" / "adapted-g1").resolve())
+    with Collection.open(tmp_path / "snap") as snap:
+        assert [(h.id, round(h.score, 5)) for h in snap.search("rivers document 3", k=5, mode="dense")] == expected
+    Collection.restore(tmp_path / "snap", tmp_path / "live").close()
+    shutil.rmtree(tmp_path / "snap")
+    with Collection.open(tmp_path / "live") as live:
+        assert live.model["name"].startswith(str((tmp_path / "live" / "models").resolve()))
+        assert [(h.id, round(h.score, 5)) for h in live.search("rivers document 3", k=5, mode="dense")] == expected
