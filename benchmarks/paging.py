@@ -17,7 +17,6 @@ import argparse
 import statistics
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 
@@ -32,13 +31,6 @@ def default_paging(col) -> None:
         for array in (segment.text_blob, segment.index.rows):
             if array is not None:
                 paging.read_normally(array)
-
-
-def readahead_kb() -> str:
-    """Each disk's ``read_ahead_kb``."""
-    found = [p for p in sorted(Path("/sys/block").glob("*/queue/read_ahead_kb"))
-             if not p.parts[3].startswith(("loop", "ram", "zram"))]  # fmt: skip
-    return ", ".join(f"{p.parts[3]} {p.read_text().strip()} KB" for p in found) or "unknown"
 
 
 def main() -> None:
@@ -62,7 +54,7 @@ def main() -> None:
         began = time.perf_counter()
         sides[name].search(vector=vectors[row], k=10)
         total[name].append(time.perf_counter() - began)
-    print(f"machine: {machine()}; readahead: {readahead_kb()}; {len(sides['random'])} documents")
+    print(f"machine: {machine()}; {len(sides['random'])} documents")
     for name in sides:
         print(f"  {name:<8} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
               f"display p50 {_ms(display[name], 50)} ms")

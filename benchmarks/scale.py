@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -77,10 +78,19 @@ COMMIT_DOCS = 1_000
 
 
 def machine() -> str:
-    """CPU model, available cores and the SIMD flags that matter for FAISS and encoders."""
+    """CPU model, available cores, the SIMD flags that matter for FAISS and encoders, memory, and how far the
+    disks read ahead (what a search of files larger than the page cache pays per fault)."""
     from retriever.encoding.backends.choice import describe_cpu
 
-    return describe_cpu()
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 0
+    return f"{describe_cpu()}, {pages / 2**30:.0f} GB of memory, readahead {readahead_kb()}"
+
+
+def readahead_kb() -> str:
+    """Each disk's ``read_ahead_kb`` (``unknown`` off Linux)."""
+    found = [p for p in sorted(Path("/sys/block").glob("*/queue/read_ahead_kb"))
+             if not p.parts[3].startswith(("loop", "ram", "zram"))]  # fmt: skip
+    return ", ".join(f"{p.parts[3]} {p.read_text().strip()} KB" for p in found) or "unknown"
 
 
 def real_data(datasets: Path, cache: Path) -> tuple[np.ndarray, np.ndarray, list[str]]:
