@@ -6,8 +6,9 @@ readahead (``/sys/block/*/queue/read_ahead_kb``: 8 MB on some virtual disks).
 That suits a pass over a file and wastes a search that reads ten texts or a
 few hundred rescoring rows scattered over a file larger than the page cache:
 at ten million chunks (15 GB of float32 rows beside 23 GB of memory) each
-such fault read megabytes, and a dense search took 83 ms p50; with the
-mappings marked random, 27 ms (``benchmarks/paging.py``).
+such fault read megabytes: a dense search took 63 ms p50 as the kernel
+pages by default and 24 ms with the mappings marked random, searches of the
+two in alternation (``python -m benchmarks.paging``).
 
 Both calls are hints (``madvise``): an array that is not a file mapping, or a
 system without ``madvise``, is left as it is, and no error comes of them.
@@ -42,8 +43,6 @@ def _load_madvise():
 
 
 _MADVISE = _load_madvise()
-
-
 WHOLE_READ_SHARE = 8  # gathering at least this share of an array's rows reads all of it ahead first
 
 
