@@ -258,18 +258,15 @@ def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts:
     source = root.resolve() / MODELS_DIR
     if not source.is_dir():
         return manifest
-    for path in sorted(source.rglob("*")):
-        relative = path.relative_to(source)
-        if path.is_file() and not any(part.startswith(".") for part in relative.parts):  # no temporaries
-            (work / MODELS_DIR / relative).parent.mkdir(parents=True, exist_ok=True)
-            _link_or_copy(path, work / MODELS_DIR / relative, counts)
+    shutil.copytree(source, work / MODELS_DIR, ignore=shutil.ignore_patterns(".*"),  # no temporaries
+                    copy_function=lambda file, target: _link_or_copy(Path(file), Path(target), counts))
 
     def moved(model: dict[str, Any] | None) -> dict[str, Any] | None:
-        if model is None or not Path(model["name"]).is_absolute():
-            return model
+        if model is None:
+            return None
         try:
             inside = Path(model["name"]).relative_to(source)
-        except ValueError:  # a model of its own place, outside the collection
+        except ValueError:  # a model by name, or of its own place outside the collection
             return model
         return {**model, "name": str(dest.resolve() / MODELS_DIR / inside)}
 
