@@ -229,17 +229,22 @@ def measure(base: Path, state: str, queries: Queries, corpus: Corpus, commits: i
 
 
 def footprint(col) -> dict:
-    """Counts, bytes on disk, resident index bytes (every ``vectors.faiss``), raw vector bytes, the segments."""
+    """Counts, bytes on disk, resident index bytes (every ``vectors.faiss``), int8 rescoring rows' bytes (read
+    through the page cache, not held), raw vector bytes, the segments."""
+    from retriever.search.int8_rows import CODES_FILE
     from retriever.search.vector_index import INDEX_FILE
     from retriever.storage.segment import SEGMENTS_DIR
 
     info = col.info()
     segments = []
     for s in info["segments"]:
-        index_bytes = (col.root / SEGMENTS_DIR / s["name"] / INDEX_FILE).stat().st_size
-        segments.append({"chunks": s["chunks"], **s["index"], "index_bytes": index_bytes})
+        folder = col.root / SEGMENTS_DIR / s["name"]
+        int8 = folder / CODES_FILE
+        segments.append({"chunks": s["chunks"], **s["index"], "index_bytes": (folder / INDEX_FILE).stat().st_size,
+                         "int8_bytes": int8.stat().st_size if int8.exists() else 0})
     return {"documents": info["documents"], "chunks": info["chunks"], "disk_bytes": info["size_bytes"],
             "resident_index_bytes": sum(s["index_bytes"] for s in segments),
+            "int8_bytes": sum(s["int8_bytes"] for s in segments),
             "raw_vector_bytes": info["chunks"] * DIM * 4, "segments": segments}  # fmt: skip
 
 

@@ -26,8 +26,8 @@ def print_rows(sizes: dict) -> None:
                   f" {_mb(s['resident_index_bytes'])} {_mb(s['raw_vector_bytes'])} {_mb(s['disk_bytes'])}")
             phases = ", ".join(f"{k} {v:.2f}" for k, v in s["hybrid"]["phases_p50_ms"].items())
             one_thread = s["hybrid"].get("one_thread", {}).get("p50_ms", float("nan"))
-            print(f"{'':>22} segments: {_segments(s['segments'])}; hybrid phases p50 ms: {phases}; "
-                  f"hybrid on one thread p50 {one_thread:.2f} ms")
+            print(f"{'':>22} segments: {_segments(s['segments'])}; int8 rows {_mb(s.get('int8_bytes', 0)).strip()}; "
+                  f"hybrid phases p50 ms: {phases}; hybrid on one thread p50 {one_thread:.2f} ms")
 
 
 def _mb(n: int) -> str:

@@ -46,7 +46,10 @@ def dense_rankings(
     Where segments are many, each first fetches about its share of the top
     ``k`` (``_share_to_fetch``), and only one whose every fetched chunk ranks
     among the ``k`` found is searched again to its full depth; that answer
-    is the one a full-depth search of every segment would give.
+    is the one a full-depth search of every segment would give. Segments
+    with int8 rows return int8 estimates (``rescoring``); the best
+    ``exact_depth`` chunks of all segments together are then scored from
+    float32, so shown scores are exact and a search reads few float32 rows.
     ``allowed`` is a per-part mask of documents a filter lets through.
     ``recall_k`` (default ``k``) is how deep recall matters: a hybrid search
     fuses 100 documents a side but shows ``k``.
@@ -83,7 +86,31 @@ def dense_rankings(
             if deeper:
                 deadline.check("the search")
                 _search_part(found, deeper, search, fetch, k, query_vectors, policy, recall_k or k, widen=True)
-    return [best_documents(view, [entry[:4] for entry in parts.values()], k) for parts in found]
+    depth = 0 if exact else exact_depth(recall_k or k)  # an exact search's scores are float32's already
+    return [best_documents(view, _made_exact(view, [entry[:4] for entry in parts.values()], query, depth), k)
+            for parts, query in zip(found, query_vectors)]
+
+
+def exact_depth(recall_k: int) -> int:
+    """How many of a search's best chunks by int8 estimate are scored exactly: twice the documents recall is
+    wanted for, and 10 more (an estimate is off by about 0.001; the order past them matters little)."""
+    return 2 * recall_k + 10
+
+
+def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarray, depth: int):
+    """``found`` (per part: score, part, doc row, chunk row) with the best ``depth`` estimated scores
+    replaced by exact inner products with ``query`` ``(dim,)``, in one entry."""
+    if depth == 0 or not any(_estimated(view.parts[int(entry[1][0])]) for entry in found if len(entry[1])):
+        return found
+    scores, part_of, doc_rows, chunk_rows = (np.concatenate(column) for column in zip(*found))
+    scores = scores.copy()
+    top = np.argsort(-scores, kind="stable")[:depth]
+    for i in np.unique(part_of[top]):
+        part = view.parts[int(i)]
+        if _estimated(part):
+            at = top[part_of[top] == i]
+            scores[at] = vector_index.exact_scores(part.segment.index, chunk_rows[at], query)
+    return [(scores, part_of, doc_rows, chunk_rows)]
 
 
 def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen):
@@ -95,7 +122,7 @@ def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall
     segment = part.segment
     while pending:
         scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
-                                           recall_k)
+                                           recall_k, estimates=True)
         short = []
         for row, q in enumerate(pending):
             valid = rows[row] >= 0
@@ -109,6 +136,11 @@ def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall
             else:
                 short.append(q)
         pending, fetch = short, min(available, fetch * 4)
+
+
+def _estimated(part) -> bool:
+    """Whether a part's dense scores may be int8 estimates (compressed codes with int8 rows)."""
+    return part.segment.index.int8 is not None
 
 
 def _kth_score(found: dict, k: int) -> float:

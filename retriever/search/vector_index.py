@@ -8,8 +8,10 @@ compresses small segments too) the IVF holds 1-bit RaBitQ codes scanned
 with SIMD (``ivf-rabitq``): the candidates the codes rank first are then
 rescored exactly from the segment's float32 rows (``vectors.npy``,
 memory-mapped, so only the rows a query rescores are read), and only the
-codes need stay resident. With codes ``float32`` it holds the vectors
-themselves (``ivf``). A segment too small for lists but past
+codes need stay resident. Candidates are first ranked by int8 copies of the
+rows (``int8_rows``: a quarter of float32, which the page cache can hold),
+and only the best few are read in float32. With codes ``float32`` it holds
+the vectors themselves (``ivf``). A segment too small for lists but past
 ``IndexPolicy.codes_min_rows`` (a commit of 20,000 chunks) holds 1-bit codes
 of every row, scanned whole and rescored the same way (``rabitq``): on
 20,000 real-shaped rows and real queries 0.30 ms a search at recall@10 0.999,
@@ -38,7 +40,8 @@ import faiss
 import numpy as np
 
 from retriever.errors import BadInputError, CorruptCollectionError
-from retriever.search import ivf_tuning
+from retriever.search import int8_rows, ivf_tuning, rescoring
+from retriever.search.int8_rows import Int8Rows
 from retriever.storage.paging import gather_rows, read_at_random
 
 FLAT = "flat"
@@ -50,7 +53,6 @@ WHOLE_SCAN = (FLAT, RABITQ)  # types with no lists: a search reads all their row
 CODES = ("float32", "compressed", "always")
 INDEX_FILE = "vectors.faiss"
 ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes
-DEEP_CANDIDATES = 3  # candidates rescored per hit past the 10th
 
 
 @dataclass(frozen=True)
@@ -106,11 +108,13 @@ class IndexPolicy:
 class VectorIndex:
     """A segment's vectors as searched: the FAISS index, what ``build`` recorded of it, and, beside
     compressed codes, the ``(n, dim)`` float32 rows that rescore candidates (``None`` when the index
-    holds float32 vectors itself)."""
+    holds float32 vectors itself) and their int8 copies that rank them first (``None`` in segments
+    written before int8 copies were)."""
 
     index: faiss.Index
     info: dict
     rows: np.ndarray | None = None
+    int8: Int8Rows | None = None
 
     @property
     def d(self) -> int:
@@ -123,7 +127,8 @@ class VectorIndex:
     @property
     def files(self) -> tuple[str, ...]:
         """The files the index is written to."""
-        return (INDEX_FILE,) if self.rows is None else (INDEX_FILE, ROWS_FILE)
+        int8 = () if self.int8 is None else int8_rows.FILES
+        return ((INDEX_FILE,) if self.rows is None else (INDEX_FILE, ROWS_FILE)) + int8
 
 
 def index_type_for(n: int, policy: IndexPolicy) -> str:
@@ -164,7 +169,8 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     index.train(sample)
     index.add(vectors)
     if compressed:
-        built = VectorIndex(index, {"type": IVF_RABITQ, "nlist": nlist}, vectors)
+        built = VectorIndex(index, {"type": IVF_RABITQ, "nlist": nlist, "int8": True}, vectors,
+                            Int8Rows.quantize(vectors))
     else:
         index.make_direct_map()  # row -> vector, for exact filtered search and merging
         built = VectorIndex(index, {"type": IVF, "nlist": nlist})
@@ -172,7 +178,7 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     def search(queries: np.ndarray, k: int, nprobe: int, rescore: int | None) -> tuple[np.ndarray, int]:
         if rescore is not None:
             built.info["rescore"] = rescore
-        candidates = _candidates(built, k, policy) if compressed else 0
+        candidates = rescoring.candidates(built, k, policy) if compressed else 0
         return _ivf_search(built, queries, k, nprobe, None, policy)[1], candidates
 
     tuned = ivf_tuning.tune(search, vectors, nlist, compressed, policy, rng)
@@ -186,11 +192,11 @@ def _build_codes(vectors: np.ndarray, policy: IndexPolicy, rng) -> VectorIndex:
     index = faiss.IndexRaBitQ(vectors.shape[1], faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)  # the rows' centroid
     index.add(vectors)
-    built = VectorIndex(index, {"type": RABITQ}, vectors)
+    built = VectorIndex(index, {"type": RABITQ, "int8": True}, vectors, Int8Rows.quantize(vectors))
 
     def search(queries: np.ndarray, k: int, nprobe: int, rescore: int | None) -> tuple[np.ndarray, int]:
         built.info["rescore"] = rescore
-        return _rescored(built, queries, k, None, policy)[1], _candidates(built, k, policy)
+        return rescoring.rescored(built, queries, k, None, policy)[1], rescoring.candidates(built, k, policy)
 
     tuned = ivf_tuning.tune(search, vectors, 1, True, policy, rng)  # one "list": only the factor varies
     built.info.update({"recall": round(tuned.recall, 4), "rescore": tuned.rescore})
@@ -204,26 +210,19 @@ def _nlist_for(n: int, small: bool = False) -> int:
     return max(1, min(lists, n // 256)) if small else lists
 
 
-def _candidates(built: VectorIndex, k: int, policy: IndexPolicy, recall_k: int = 10) -> int:
-    """How many candidates compressed codes pass to rescoring for ``k`` hits, at least 100: the segment's
-    tuned factor (``policy.rescore`` where none was recorded) for each of the hits recall is wanted for
-    (``recall_k``, at least 10: the factor was tuned on the top 10), and ``DEEP_CANDIDATES`` for each hit
-    past them (a hybrid search fuses 100 a side and shows 10; 20 candidates a hit there cost 5 ms a
-    search on 100k rows)."""
-    per_hit = int(built.info.get("rescore", policy.rescore))
-    wanted = min(k, max(recall_k, 10))
-    return max(100, per_hit * wanted + DEEP_CANDIDATES * (k - wanted))
-
-
 def write(built: VectorIndex, path: Path) -> None:
     """Write the FAISS index to ``path`` (``vectors.faiss``); compressed codes' rows go to ``ROWS_FILE``
     beside it by ``write_rows``."""
     faiss.write_index(built.index, str(path))
 
 
-def write_rows(built: VectorIndex, path: Path) -> None:
-    """Write the float32 rescoring rows of compressed codes to ``path`` (``vectors.npy``)."""
-    np.save(path, np.ascontiguousarray(built.rows, dtype=np.float32), allow_pickle=False)
+def write_rows(built: VectorIndex, folder: Path, write_file) -> None:
+    """Write the rescoring rows of compressed codes into ``folder``: float32 (``vectors.npy``) and their
+    int8 copies, each through ``write_file(path, fill)`` (``atomic.write_durably``)."""
+    rows = np.ascontiguousarray(built.rows, dtype=np.float32)
+    write_file(Path(folder) / ROWS_FILE, lambda path: np.save(path, rows, allow_pickle=False))
+    if built.int8 is not None:
+        built.int8.write(folder, write_file)
 
 
 def read(folder: Path, info: dict) -> VectorIndex:
@@ -251,9 +250,11 @@ def read(folder: Path, info: dict) -> VectorIndex:
         index.nprobe = int(info["nprobe"])
     if kind == IVF and index.direct_map.type == faiss.DirectMap.NoMap:
         index.make_direct_map()
+    int8 = None
     if kind in COMPRESSED:
         rows = _read_rows(folder / ROWS_FILE, index)
-    return VectorIndex(index, dict(info), rows)
+        int8 = Int8Rows.read(folder, index.ntotal, index.d) if info.get("int8") else None
+    return VectorIndex(index, dict(info), rows, int8)
 
 
 def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
@@ -284,6 +285,15 @@ def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
     return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))
 
 
+def exact_scores(built: VectorIndex, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``(len(rows),)`` exact inner products of the segment's ``rows`` with ``query`` ``(dim,)``, read in
+    row order (what ``search(estimates=True)`` leaves to its caller for the hits it keeps)."""
+    order = np.argsort(rows, kind="stable")
+    scores = np.empty(len(rows), dtype=np.float32)
+    scores[order] = reconstruct(built, np.asarray(rows)[order]) @ query
+    return scores
+
+
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
     """Run FAISS on one OpenMP thread in this thread, then restore the count.
@@ -312,6 +322,7 @@ def search(
     n_allowed: int,
     policy: IndexPolicy,
     recall_k: int = 10,
+    estimates: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` inner products among the rows ``allowed`` lets through.
 
@@ -321,16 +332,18 @@ def search(
         n_allowed: How many rows ``allowed`` lets through.
         recall_k: How deep the caller needs recall (``deep_nprobe``): the documents a user asked
             for, not the chunks fetched to find them nor a hybrid search's fusion depth (default 10).
+        estimates: Let compressed codes with int8 rows return the int8 ranking's scores, for the
+            caller to make exact (``exact_scores``) for the hits it keeps.
 
     Returns:
         ``(scores, rows)`` of shape ``(q, k)``; empty slots have row -1.
-        Compressed codes' scores are the exact inner products of the rescored rows.
+        Compressed codes' scores are the exact inner products of the rescored rows, unless ``estimates``.
     """
     with _one_thread():
-        return _search(built, queries, k, allowed, n_allowed, policy, recall_k)
+        return _search(built, queries, k, allowed, n_allowed, policy, (recall_k, estimates))
 
 
-def _search(built, queries, k, allowed, n_allowed, policy, recall_k):
+def _search(built, queries, k, allowed, n_allowed, policy, depth):
     index = built.index
     k = max(1, min(k, n_allowed))
     if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
@@ -341,14 +354,14 @@ def _search(built, queries, k, allowed, n_allowed, policy, recall_k):
     selector = None if bitmap is None else faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
     if not isinstance(index, faiss.IndexIVF):  # every row scanned: float32, or codes then rescoring
         params = None if selector is None else faiss.SearchParameters(sel=selector)
-        return index.search(queries, k, params=params) if built.rows is None else _rescored(
-            built, queries, k, params, policy, recall_k)
-    nprobe = deep_nprobe(index.nprobe, recall_k, index.nlist)
+        return index.search(queries, k, params=params) if built.rows is None else rescoring.rescored(
+            built, queries, k, params, policy, *depth)
+    nprobe = deep_nprobe(index.nprobe, depth[0], index.nlist)
     if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
         nprobe = int(min(index.nlist, np.ceil(nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
-    scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, recall_k)
+    scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, *depth)
     if _short(rows, k) and nprobe < index.nlist:  # probed lists ran dry
-        scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy, recall_k)
+        scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy, *depth)
     return scores, rows  # ``bitmap`` stays alive until here
 
 
@@ -363,34 +376,14 @@ def deep_nprobe(nprobe: int, k: int, nlist: int) -> int:
 
 
 def _ivf_search(built: VectorIndex, queries: np.ndarray, k: int, nprobe: int, selector, policy: IndexPolicy,
-                recall_k: int = 10):
+                recall_k: int = 10, estimates: bool = False):
     """Top ``k`` of an IVF over ``nprobe`` lists; compressed codes pass their best candidates to rescoring."""
     params = faiss.SearchParametersIVF(nprobe=nprobe)
     if selector is not None:
         params.sel = selector
     if built.rows is None:
         return built.index.search(queries, k, params=params)
-    return _rescored(built, queries, k, params, policy, recall_k)
-
-
-def _rescored(built: VectorIndex, queries: np.ndarray, k: int, params, policy: IndexPolicy, recall_k: int = 10):
-    """Top ``k`` of the candidates compressed codes rank first (searched with ``params``), rescored exactly."""
-    _, candidates = built.index.search(queries, min(_candidates(built, k, policy, recall_k), built.ntotal),
-                                       params=params)
-    return rescore(built.rows, queries, candidates, k)
-
-
-def rescore(rows: np.ndarray, queries: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best of each query's ``candidates`` (``(q, c)`` rows, -1 for none) by exact inner product
-    with ``rows`` (``(n, dim)`` float32): ``(scores, rows)`` of shape ``(q, k)``, -1 where fewer."""
-    scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    found = np.full((len(queries), k), -1, dtype=np.int64)
-    for i, query in enumerate(queries):
-        ids = np.unique(candidates[i][candidates[i] >= 0])  # ascending rows: the gather reads pages in order
-        exact = rows[ids] @ query
-        best = np.argsort(-exact, kind="stable")[:k]
-        scores[i, : len(best)], found[i, : len(best)] = exact[best], ids[best]
-    return scores, found
+    return rescoring.rescored(built, queries, k, params, policy, recall_k, estimates)
 
 
 def _short(rows: np.ndarray, k: int) -> bool:

@@ -36,7 +36,7 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search import vector_index
+from retriever.search import int8_rows, vector_index
 from retriever.search.bm25_ranges import RangeBounds
 from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
@@ -135,7 +135,7 @@ class SegmentData:
         built = vector_index.build(self.vectors, policy)
         write_durably(folder / vector_index.INDEX_FILE, lambda path: vector_index.write(built, path))
         if built.rows is not None:
-            write_durably(folder / vector_index.ROWS_FILE, lambda path: vector_index.write_rows(built, path))
+            vector_index.write_rows(built, folder, write_durably)
         arrays = {
             "keys": self.keys,
             "doc_chunks": self.doc_chunks,
@@ -197,6 +197,8 @@ class Segment:
         index_path = regular_file(self.folder / vector_index.INDEX_FILE)
         if self.meta["index"].get("type") in vector_index.COMPRESSED:
             regular_file(self.folder / vector_index.ROWS_FILE)
+            for name in int8_rows.FILES if self.meta["index"].get("int8") else ():
+                regular_file(self.folder / name)
         self.index = vector_index.read(self.folder, self.meta["index"])
         check_index(self.index, self.n_chunks, int(self.meta["dim"]), index_path)
 

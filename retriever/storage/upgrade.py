@@ -1,5 +1,8 @@
 """Convert a collection of an older on-disk format to the current one, in place.
 
+A collection at the current format gets what later versions add to its
+segments: int8 rescoring rows for compressed segments (``int8_upgrade``).
+
 Format 1 kept one FAISS file (``IDMap2,Flat``) and one BM25 file per
 generation in ``index/``, and the document texts and chunk rows in the
 catalog. Format 2 keeps documents in segments (``retriever.storage.segment``).
@@ -27,6 +30,7 @@ from retriever.search import vector_index
 from retriever.search.bm25 import Analyzer
 from retriever.storage.catalog import Catalog, DocumentRow, Publish, SegmentRef
 from retriever.storage.generations import HEAD_FILE, write_head
+from retriever.storage.int8_upgrade import add_int8_rows
 from retriever.documents import Document
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.storage.manifest import FORMAT_VERSION, MANIFEST, Manifest
@@ -59,6 +63,9 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
         manifest = Manifest(**data)
         removed = _remove_format_1(root, manifest.catalog_location(root), manifest.uuid)
         extra = " (removed files left by an earlier conversion)" if removed else ""
+        added = add_int8_rows(root, progress)
+        if added:
+            return f"{root}: wrote int8 rescoring rows for {added} segment(s) written before them{extra}"
         return f"{root} is already at format version {FORMAT_VERSION}; nothing to do{extra}"
     if version != 1:
         raise BadInputError(f"{root} has format version {version!r}; this semsearch converts version 1 only")

@@ -67,3 +67,34 @@ def test_a_part_holding_all_the_top_hits_is_searched_again_in_full(many_parts, m
     assert calls == [share] * PARTS + [30]  # the last part searched again, for all its 30 chunks
     assert len(hits) == 20 and all(h.id.startswith(f"p{PARTS - 1:02d}-") for h in hits)
     assert [h.id for h in hits] == [h.id for h in col.search(vector=topic, k=20, mode="dense", exact=True)]
+
+
+def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny_model_dir, monkeypatch):
+    """Parts of compressed codes with int8 rows return int8 estimates; only the best chunks of all parts
+    together are read in float32, so the hits shown carry exact scores in exact order."""
+    from retriever import Embedder
+    from retriever.search import rescoring, vector_index
+
+    rng = np.random.default_rng(11)
+    embedder = Embedder(tiny_model_dir, backend="torch-fp32")
+    col = Collection.create(tmp_path / "col", embedder, index_policy=vector_index.IndexPolicy(codes="always"),
+                            merge_policy=MergePolicy(factor=50, small_factor=50))
+    vectors = {}
+    for p in range(4):
+        batch = unit(rng.normal(size=(300, embedder.dim)))
+        ids = [f"c{p}-{i:03d}" for i in range(300)]
+        col.add([{"id": i, "text": f"compressed {i}"} for i in ids], vectors=batch)
+        vectors.update(zip(ids, batch))
+    assert all(part.segment.index.int8 is not None for part in col.reader.current().parts)
+    per_hit, final = [], []
+    monkeypatch.setattr(rescoring, "gather_rows", lambda rows, ids: per_hit.append(len(ids)))
+    gather = vector_index.gather_rows
+    monkeypatch.setattr(vector_index, "gather_rows", lambda rows, ids: final.append(len(ids)) or gather(rows, ids))
+    for query in unit(rng.normal(size=(10, embedder.dim))):
+        final.clear()
+        hits = col.search(vector=query, k=10, mode="dense", feedback=False)
+        assert len(hits) == 10 and sum(final) <= ranking.exact_depth(10)
+        exact = [float(vectors[h.id] @ query) for h in hits]
+        assert np.allclose([h.score for h in hits], exact, atol=1e-6) and exact == sorted(exact, reverse=True)
+    assert not per_hit  # no part read float32 rows of its own
+    col.close()

@@ -123,7 +123,7 @@ ROW_CODES = IndexPolicy(ann_min_rows=20_000, codes_min_rows=1000)  # codes of ev
 def _written(built, folder):
     vector_index.write(built, folder / vector_index.INDEX_FILE)
     if built.rows is not None:
-        vector_index.write_rows(built, folder / vector_index.ROWS_FILE)
+        vector_index.write_rows(built, folder, lambda path, fill: fill(path))
     return vector_index.read(folder, built.info)
 
 
@@ -131,7 +131,8 @@ def test_compressed_codes_are_chosen_by_size_or_always():
     assert vector_index.build(clustered(500), COMPRESSED).info == {"type": "flat"}
     large = vector_index.build(clustered(4000), COMPRESSED)
     assert large.info["type"] == "ivf-rabitq" and isinstance(large.index, faiss.IndexIVFRaBitQFastScan)
-    assert large.rows is not None and large.files == ("vectors.faiss", "vectors.npy")
+    assert large.rows is not None and large.int8 is not None
+    assert large.files == ("vectors.faiss", "vectors.npy", "vectors.int8.npy", "vectors.scale.npy")
     small = vector_index.build(clustered(500), IndexPolicy(codes="always"))
     assert small.info["type"] == "ivf-rabitq" and small.index.nlist == 1
     with pytest.raises(BadInputError, match="index codes"):

@@ -138,3 +138,17 @@ def test_a_deletion_file_out_of_range_is_refused(built, tiny_embedder):
     np.save(deletions, np.array([10**6], dtype=np.int64))
     with pytest.raises(CorruptCollectionError, match=deletions.name):
         read_all(path, tiny_embedder)
+
+
+def test_a_symlinked_int8_rows_file_is_refused(tmp_path, tiny_embedder):
+    from retriever.search.vector_index import IndexPolicy
+
+    path = tmp_path / "codes"
+    with Collection.create(path, tiny_embedder, index_policy=IndexPolicy(codes="always")) as col:
+        col.add([{"id": f"c{i}", "text": f"tea rivers note {i}"} for i in range(40)])
+    (segment,) = [p for p in (path / SEGMENTS_DIR).iterdir()]
+    moved = tmp_path / "elsewhere.npy"
+    shutil.move(segment / "vectors.int8.npy", moved)
+    os.symlink(moved, segment / "vectors.int8.npy")
+    with pytest.raises(CorruptCollectionError, match="vectors.int8.npy"):
+        read_all(path, tiny_embedder)

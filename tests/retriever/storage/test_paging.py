@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.search import vector_index
+from retriever.search import int8_rows, vector_index
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage import paging
 
@@ -65,9 +65,10 @@ def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tm
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     built = vector_index.build(vectors, IndexPolicy(codes="always"))
     vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
-    vector_index.write_rows(built, tmp_path / vector_index.ROWS_FILE)
+    vector_index.write_rows(built, tmp_path, lambda path, fill: fill(path))
     loaded = vector_index.read(tmp_path, built.info)
     assert "rr" in vm_flags(tmp_path / vector_index.ROWS_FILE)
+    assert "rr" in vm_flags(tmp_path / int8_rows.CODES_FILE)
     scores, rows = vector_index.search(loaded, vectors[:5], 3, None, len(vectors), IndexPolicy(codes="always"))
     assert np.array_equal(rows[:, 0], np.arange(5)) and np.allclose(scores[:, 0], 1.0, atol=1e-5)
     whole = vector_index.reconstruct(loaded, np.arange(len(vectors)))  # a pass: read ahead first

@@ -1,0 +1,73 @@
+"""Rescoring compressed codes' candidates: int8 ranks them, float32 scores only the best, estimates on request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retriever.search import rescoring, vector_index
+from retriever.search.vector_index import IndexPolicy
+
+ALWAYS = IndexPolicy(codes="always")
+
+
+def clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(8, dim))
+    rows = centres[rng.integers(0, 8, n)] + 0.5 * rng.normal(size=(n, dim))
+    return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).astype(np.float32)
+
+
+def written(built, folder, int8: bool = True):
+    vector_index.write(built, folder / vector_index.INDEX_FILE)
+    vector_index.write_rows(built, folder, lambda path, fill: fill(path))
+    info = dict(built.info) if int8 else {k: v for k, v in built.info.items() if k != "int8"}
+    return vector_index.read(folder, info)
+
+
+@pytest.fixture
+def gathered(monkeypatch):
+    """How many float32 rows each gather of a rescoring reads."""
+    counts = []
+    gather = rescoring.gather_rows
+    monkeypatch.setattr(rescoring, "gather_rows", lambda rows, ids: counts.append(len(ids)) or gather(rows, ids))
+    return counts
+
+
+def test_int8_ranks_the_candidates_and_float32_scores_only_the_best(tmp_path, gathered):
+    vectors = clustered(2000, seed=1)
+    built = written(vector_index.build(vectors, ALWAYS), tmp_path)
+    assert built.int8 is not None and built.info["int8"] is True
+    queries = clustered(10, seed=2)
+    gathered.clear()  # the build's own tuning searched too
+    scores, rows = vector_index.search(built, queries, 10, None, len(vectors), ALWAYS)
+    assert gathered and max(gathered) == 2 * 10 + rescoring.EXACT_SLACK
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, rows, axis=1), atol=1e-6)
+
+
+def test_a_segment_without_int8_rows_rescores_every_candidate_from_float32(tmp_path, gathered):
+    vectors = clustered(2000, seed=1)
+    built = written(vector_index.build(vectors, ALWAYS), tmp_path, int8=False)
+    assert built.int8 is None
+    queries = clustered(10, seed=2)
+    gathered.clear()  # the build's own tuning searched too
+    scores, rows = vector_index.search(built, queries, 10, None, len(vectors), ALWAYS)
+    assert min(gathered) >= 100  # every candidate the codes passed on
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, rows, axis=1), atol=1e-6)
+    (tmp_path / "int8").mkdir()
+    with_int8 = written(vector_index.build(vectors, ALWAYS), tmp_path / "int8")
+    assert np.array_equal(vector_index.search(with_int8, queries, 10, None, len(vectors), ALWAYS)[1], rows)
+
+
+def test_estimates_are_the_int8_rankings_own_scores_and_exact_scores_mend_them(tmp_path, gathered):
+    vectors = clustered(2000, seed=3)
+    built = written(vector_index.build(vectors, ALWAYS), tmp_path)
+    query = clustered(1, seed=4)
+    gathered.clear()
+    scores, rows = vector_index.search(built, query, 10, None, len(vectors), ALWAYS, estimates=True)
+    assert not gathered  # no float32 row read
+    assert np.allclose(scores[0], built.int8.scores(rows[0], query[0]), atol=1e-6)
+    exact = vectors[rows[0]] @ query[0]
+    assert np.abs(scores[0] - exact).max() < 0.01 and not np.allclose(scores[0], exact, atol=1e-7)
+    shuffled = rows[0][::-1].copy()
+    assert np.allclose(vector_index.exact_scores(built, shuffled, query[0]), vectors[shuffled] @ query[0], atol=1e-6)
