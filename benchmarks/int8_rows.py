@@ -57,14 +57,13 @@ def alternate(path: str, vectors: np.ndarray, n: int) -> None:
     times: dict[str, list[float]] = defaultdict(list)
     same = 0
     for i in range(1, len(chosen) - 1, 2):
-        tops = {}
         for j, name in enumerate(("int8", "float32") if i % 4 == 1 else ("float32", "int8")):
-            query = vectors[chosen[i + j]]
             began = time.perf_counter()
-            sides[name].search(vector=query, k=10)
+            sides[name].search(vector=vectors[chosen[i + j]], k=10)
             times[name].append(time.perf_counter() - began)
-            tops[name] = [h.id for h in sides[name].search(vector=query, k=10)]  # cached now: untimed
-        same += len(set(tops["int8"]) & set(tops["float32"]))
+        query = vectors[chosen[i]]  # both sides have read its pages now: untimed
+        tops = [{h.id for h in col.search(vector=query, k=10)} for col in sides.values()]
+        same += len(tops[0] & tops[1])
     print(f"machine: {machine()}; {len(sides['int8']):,} documents")
     for name, taken in times.items():
         ms = sorted(t * 1000 for t in taken)

@@ -10,7 +10,12 @@ such fault read megabytes: a dense search took 63 ms p50 as the kernel
 pages by default and 24 ms with the mappings marked random, searches of the
 two in alternation (``python -m benchmarks.paging``).
 
-Both calls are hints (``madvise``): an array that is not a file mapping, or a
+The kernel reads at most its readahead window (``max(read_ahead_kb,
+max_sectors_kb)``) of one ``MADV_WILLNEED``, however long the range: a
+whole-file hint read the first 8 MB of a 350 MB file and nothing more.
+``read_ahead`` therefore advises a range in steps of ``READ_AHEAD_STEP``.
+
+The calls are hints (``madvise``): an array that is not a file mapping, or a
 system without ``madvise``, is left as it is, and no error comes of them.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+import threading
 
 import numpy as np
 
@@ -26,6 +32,7 @@ _PAGE = mmap.PAGESIZE
 _RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
 _NORMAL = getattr(mmap, "MADV_NORMAL", None)
+_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if _RANDOM is not None else None)  # Linux 5.14
 
 
 def _load_madvise():
@@ -42,8 +49,21 @@ def _load_madvise():
     return call
 
 
+def _load_mincore():
+    """libc's ``mincore(addr, length, vector)``, or ``None`` where there is none to call."""
+    try:
+        call = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).mincore
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    call.restype = ctypes.c_int
+    return call
+
+
 _MADVISE = _load_madvise()
+_MINCORE = _load_mincore()
 WHOLE_READ_SHARE = 8  # gathering at least this share of an array's rows reads all of it ahead first
+READ_AHEAD_STEP = 1 << 19  # bytes one read-ahead hint asks for: below any disk's readahead window
 
 
 def read_at_random(array: np.ndarray) -> np.ndarray:
@@ -54,8 +74,41 @@ def read_at_random(array: np.ndarray) -> np.ndarray:
 
 
 def read_ahead(array: np.ndarray) -> None:
-    """Start reading all of ``array``'s pages now (before a pass over the whole of a ``read_at_random`` array)."""
-    _advise(array, _WILLNEED)
+    """Start reading all of ``array``'s pages now (before a pass over the whole of a ``read_at_random`` array).
+    Returns once every read is queued, which on a busy disk may be as long as the reads take."""
+    _advise(array, _WILLNEED, step=READ_AHEAD_STEP)
+
+
+def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:
+    """For a tier every search reads at random, such as int8 rescoring rows: on a daemon thread (the
+    hints release the GIL), ``read_ahead``, then map every page into this process (``MADV_POPULATE_READ``),
+    so that searches take no page faults on it (a fault on a cached page cost about 2.4 us: 100 int8
+    candidates rescored in 0.37 ms, 0.13 ms mapped). The pages stay the page cache's, shared and
+    reclaimable. Returns the thread, or ``None`` where there is nothing to read."""
+    if _MADVISE is None or not array.size or not is_mapped(array):
+        return None
+
+    def read_and_map() -> None:
+        read_ahead(array)
+        _advise(array, _POPULATE_READ, step=READ_AHEAD_STEP)
+
+    thread = threading.Thread(target=read_and_map, name="read-ahead", daemon=True)
+    thread.start()
+    return thread
+
+
+def resident_share(array: np.ndarray) -> float:
+    """The share of a mapped ``array``'s pages now in memory (``mincore``); 1.0 for an array in memory."""
+    if _MINCORE is None or not array.size or not is_mapped(array):
+        return 1.0
+    start = array.ctypes.data
+    first_page = start - start % _PAGE
+    length = start + array.nbytes - first_page
+    pages = (length + _PAGE - 1) // _PAGE
+    vector = (ctypes.c_ubyte * pages)()
+    if _MINCORE(first_page, length, vector) != 0:
+        return 1.0
+    return float((np.frombuffer(vector, dtype=np.uint8) & 1).mean())
 
 
 def gather_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -81,9 +134,13 @@ def is_mapped(array: np.ndarray) -> bool:
     return False
 
 
-def _advise(array: np.ndarray, advice: int | None) -> None:
+def _advise(array: np.ndarray, advice: int | None, step: int | None = None) -> None:
+    """``madvise`` over ``array``'s pages, in hints of ``step`` bytes where given, else one."""
     if _MADVISE is None or advice is None or not array.size or not is_mapped(array):
         return
     start = array.ctypes.data
     first_page = start - start % _PAGE
-    _MADVISE(first_page, start + array.nbytes - first_page, advice)  # a hint: its result changes nothing
+    end = start + array.nbytes
+    step = step or end - first_page
+    for at in range(first_page, end, step):
+        _MADVISE(at, min(step, end - at), advice)  # a hint: its result changes nothing

@@ -98,3 +98,28 @@ def test_gathered_rows_are_the_rows_asked_for_in_order(tmp_path, count):
     wanted = np.random.default_rng(count).choice(len(rows), size=count, replace=False)
     gathered = paging.gather_rows(rows, wanted)
     assert gathered.dtype == np.float32 and np.array_equal(gathered, np.asarray(rows)[wanted])
+
+
+@linux_only
+def test_read_ahead_reads_a_whole_file_past_the_kernels_readahead_window(tmp_path):
+    """One hint over a whole file reads only the disk's readahead window (8 MB here); in steps, all of it."""
+    import os
+    import time
+
+    path = tmp_path / "large.npy"
+    np.save(path, np.ones((48 << 20) // 4, dtype=np.float32))  # 48 MB
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # out of the page cache
+    os.close(fd)
+    array = np.asarray(np.load(path, mmap_mode="r"))
+    if paging.resident_share(array) > 0.5:
+        pytest.skip("the file system kept the file in memory")
+    thread = paging.read_ahead_in_background(array)
+    assert thread is not None
+    thread.join(30)
+    deadline = time.monotonic() + 20
+    while paging.resident_share(array) < 0.95 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert paging.resident_share(array) >= 0.95
+    assert paging.resident_share(np.zeros(10)) == 1.0 and paging.read_ahead_in_background(np.zeros(10)) is None
