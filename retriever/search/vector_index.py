@@ -42,7 +42,7 @@ import numpy as np
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search import int8_rows, ivf_tuning, rescoring
 from retriever.search.int8_rows import Int8Rows
-from retriever.storage.paging import gather_rows, read_at_random
+from retriever.storage.paging import gather_rows, is_pass, read_ahead_in_background, read_at_random
 
 FLAT = "flat"
 IVF = "ivf"
@@ -279,7 +279,10 @@ def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
     if len(rows) == 0:
         return np.zeros((0, index.d), dtype=np.float32)
     if built.rows is not None:
-        return gather_rows(built.rows, rows)
+        gathered = gather_rows(built.rows, rows)
+        if built.int8 is not None and is_pass(built.rows, rows):  # it pushed other pages out of the cache:
+            read_ahead_in_background(built.int8.codes)  # read back the tier every search reads
+        return gathered
     if isinstance(index, faiss.IndexFlat):
         return faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)[rows]
     return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))

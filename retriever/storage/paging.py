@@ -114,9 +114,14 @@ def resident_share(array: np.ndarray) -> float:
 def gather_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``array[rows]`` as float32, ``(len(rows), ...)``; rows that make up at least ``1 / WHOLE_READ_SHARE``
     of ``array`` (a merge's or an exact search's pass) are read ahead in large runs, not page by page."""
-    if len(rows) >= len(array) // WHOLE_READ_SHARE:
+    if is_pass(array, rows):
         read_ahead(array)
     return np.asarray(array[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
+
+
+def is_pass(array: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether gathering ``rows`` of ``array`` reads so much of it (``1 / WHOLE_READ_SHARE``) that it is read whole."""
+    return len(rows) >= len(array) // WHOLE_READ_SHARE
 
 
 def read_normally(array: np.ndarray) -> None:

@@ -59,7 +59,7 @@ def test_heap_arrays_and_empty_arrays_are_left_alone():
 
 
 @linux_only
-def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tmp_path):
+def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(3000, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -71,8 +71,12 @@ def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tm
     assert "rr" in vm_flags(tmp_path / int8_rows.CODES_FILE)
     scores, rows = vector_index.search(loaded, vectors[:5], 3, None, len(vectors), IndexPolicy(codes="always"))
     assert np.array_equal(rows[:, 0], np.arange(5)) and np.allclose(scores[:, 0], 1.0, atol=1e-5)
+    warmed = []
+    monkeypatch.setattr(vector_index, "read_ahead_in_background", warmed.append)
+    assert np.array_equal(vector_index.reconstruct(loaded, np.arange(5)), vectors[:5]) and not warmed
     whole = vector_index.reconstruct(loaded, np.arange(len(vectors)))  # a pass: read ahead first
     assert np.array_equal(whole, vectors)
+    assert len(warmed) == 1 and warmed[0] is loaded.int8.codes  # then the int8 tier it pushed out, again
 
 
 @linux_only
