@@ -28,7 +28,7 @@ from retriever.storage.paging import read_ahead_in_background, read_at_random
 CODES_FILE = "vectors.int8.npy"  # (n, dim) int8
 SCALE_FILE = "vectors.scale.npy"  # (dim,) float32: a code times its dimension's scale is the float32 value
 FILES = (CODES_FILE, SCALE_FILE)
-_BATCH = 65_536  # rows quantized at a time: a memory-mapped segment is never read into memory whole
+_BATCH = 8_192  # rows quantized or converted at a time: a memory-mapped segment is never read whole into memory
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,13 @@ class Int8Rows:
         return cls(codes, scale)
 
     def scores(self, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """``(len(ids),)`` float32 estimates of ``rows[ids] @ query`` (``query`` ``(dim,)`` float32)."""
-        return self.codes[ids].astype(np.float32) @ (query * self.scale)
+        """``(len(ids),)`` float32 estimates of ``rows[ids] @ query`` (``query`` ``(dim,)`` float32), converted
+        ``_BATCH`` rows at a time (a filtered search may rank every row it lets through)."""
+        scaled = query * self.scale
+        if len(ids) <= _BATCH:
+            return self.codes[ids].astype(np.float32) @ scaled
+        return np.concatenate([self.codes[ids[at : at + _BATCH]].astype(np.float32) @ scaled
+                               for at in range(0, len(ids), _BATCH)])
 
     def write(self, folder: Path, write_file) -> None:
         """Write both files into ``folder`` through ``write_file(path, fill)`` (``atomic.write_durably``)."""

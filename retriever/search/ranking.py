@@ -77,7 +77,7 @@ def dense_rankings(
         if share < fetch:
             shallow.append(((i, part, mask, available), fetch, share))
         _search_part(found, list(range(n)), (i, part, mask, available), share, k, query_vectors, policy,
-                     recall_k or k, widen=share == fetch)
+                     recall_k or k, widen=share == fetch, exact=exact)
     if shallow:  # a part may hold more of the top k than its share: search it again in full
         kth = [_kth_score(parts, k) for parts in found]
         for search, fetch, share in shallow:
@@ -113,16 +113,16 @@ def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarr
     return [(scores, part_of, doc_rows, chunk_rows)]
 
 
-def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen):
+def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen, exact=False):
     """Search one part for the queries ``pending``, recording in ``found[q][part]`` its best chunk of each
     document, the number of chunks the search returned and the lowest of their scores. With ``widen``, a
     query short of ``k`` distinct documents is searched again, four times deeper, until the part is
-    exhausted."""
+    exhausted. Unless ``exact``, compressed parts return int8 estimates (``vector_index.search``)."""
     i, part, mask, available = search
     segment = part.segment
     while pending:
         scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
-                                           recall_k, estimates=True)
+                                           recall_k, estimates=not exact)
         short = []
         for row, q in enumerate(pending):
             valid = rows[row] >= 0

@@ -51,7 +51,9 @@ def rescore(built, queries: np.ndarray, found: np.ndarray, k: int,
     scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
     rows = np.full((len(queries), k), -1, dtype=np.int64)
     for i, query in enumerate(queries):
-        ids = np.unique(found[i][found[i] >= 0])  # ascending rows: a gather reads pages in order
+        ids = found[i][found[i] >= 0]
+        if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # a filter's rows are ascending already
+            ids = np.unique(ids)  # ascending rows: a gather reads pages in order
         if built.int8 is not None:
             estimated = built.int8.scores(ids, query)
             keep = np.argsort(-estimated, kind="stable")[: k if estimates else 2 * k + EXACT_SLACK]

@@ -26,7 +26,8 @@ pages.
 Filtering and deletions use a bitmap over rows (``faiss.IDSelectorBitmap``).
 A search of an IVF or of codes whose bitmap lets few rows through is
 answered exactly instead, by gathering those rows' vectors (as is every
-``exact`` search, whose policy lets any number through).
+``exact`` search, whose policy lets any number through); a search asking
+for ``estimates`` ranks them by their int8 rows instead.
 """
 
 from __future__ import annotations
@@ -351,6 +352,8 @@ def _search(built, queries, k, allowed, n_allowed, policy, depth):
     k = max(1, min(k, n_allowed))
     if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
         rows = np.flatnonzero(allowed)
+        if built.int8 is not None and depth[1]:  # int8 ranks the rows let through, as it ranks codes' candidates
+            return rescoring.rescore(built, queries, np.broadcast_to(rows, (len(queries), len(rows))), k, True)
         scores, positions = faiss.knn(queries, reconstruct(built, rows), k, metric=faiss.METRIC_INNER_PRODUCT)
         return scores, np.where(positions >= 0, rows[np.maximum(positions, 0)], -1)
     bitmap = None if allowed is None else np.packbits(allowed, bitorder="little")

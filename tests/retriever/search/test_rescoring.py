@@ -71,3 +71,30 @@ def test_estimates_are_the_int8_rankings_own_scores_and_exact_scores_mend_them(t
     assert np.abs(scores[0] - exact).max() < 0.01 and not np.allclose(scores[0], exact, atol=1e-7)
     shuffled = rows[0][::-1].copy()
     assert np.allclose(vector_index.exact_scores(built, shuffled, query[0]), vectors[shuffled] @ query[0], atol=1e-6)
+
+
+def test_a_filter_that_lets_few_rows_through_ranks_them_by_int8_when_estimates_are_wanted(tmp_path, gathered):
+    vectors = clustered(3000, seed=5)
+    built = written(vector_index.build(vectors, ALWAYS), tmp_path)
+    allowed = np.zeros(len(vectors), dtype=bool)
+    allowed[::7] = True
+    query = clustered(1, seed=6)
+    truth = np.flatnonzero(allowed)[np.argsort(-(vectors[allowed] @ query[0]))[:10]]
+    gathered.clear()
+    scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ALWAYS, estimates=True)
+    assert not gathered and allowed[rows[0]].all()  # no float32 row read; only rows let through
+    assert np.allclose(scores[0], built.int8.scores(rows[0], query[0]), atol=1e-6)
+    assert len(set(rows[0]) & set(truth)) >= 9
+    exact_scores, exact_rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ALWAYS)
+    assert np.array_equal(exact_rows[0], truth)  # without estimates: every row let through, from float32
+
+
+def test_int8_scores_of_many_rows_are_converted_a_batch_at_a_time(monkeypatch):
+    from retriever.search import int8_rows
+
+    rows = clustered(5000, seed=7)
+    quantized = int8_rows.Int8Rows.quantize(rows)
+    ids, query = np.arange(0, 5000, 2), clustered(1, seed=8)[0]
+    whole = quantized.scores(ids, query)
+    monkeypatch.setattr(int8_rows, "_BATCH", 100)
+    assert np.allclose(quantized.scores(ids, query), whole, atol=1e-6)
