@@ -15,7 +15,7 @@ def register(sub) -> None:
         ("delete", "delete documents by id", add_delete_flags),
         ("info", "show a collection's size, model, settings and segments", add_info_flags),
         ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
-        ("upgrade", "convert a collection written by an older semsearch to the current format", add_upgrade_flags),
+        ("upgrade", "bring an older collection up to date: its format, int8 rescoring rows", add_upgrade_flags),
         ("check", "verify every file of a collection against its checksums; --repair drops damage", add_check_flags),
         ("snapshot", "copy a collection's last commit to a new directory while writers go on", add_snapshot_flags),
         ("restore", "make a snapshot a live collection in a new directory", add_restore_flags),
@@ -151,7 +151,7 @@ def run_compact(args) -> int:
 
 
 def run_upgrade(args) -> int:
-    """Convert the collection in place and print what was done."""
+    """Bring the collection up to date in place and print what was done."""
     from retriever.storage.upgrade import upgrade
 
     print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
