@@ -344,15 +344,15 @@ def search(
         Compressed codes' scores are the exact inner products of the rescored rows, unless ``estimates``.
     """
     with _one_thread():
-        return _search(built, queries, k, allowed, n_allowed, policy, (recall_k, estimates))
+        return _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates)
 
 
-def _search(built, queries, k, allowed, n_allowed, policy, depth):
+def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates):
     index = built.index
     k = max(1, min(k, n_allowed))
     if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
         rows = np.flatnonzero(allowed)
-        if built.int8 is not None and depth[1]:  # int8 ranks the rows let through, as it ranks codes' candidates
+        if built.int8 is not None and estimates:  # int8 ranks the rows let through, as it ranks codes' candidates
             return rescoring.rescore(built, queries, np.broadcast_to(rows, (len(queries), len(rows))), k, True)
         scores, positions = faiss.knn(queries, reconstruct(built, rows), k, metric=faiss.METRIC_INNER_PRODUCT)
         return scores, np.where(positions >= 0, rows[np.maximum(positions, 0)], -1)
@@ -361,13 +361,13 @@ def _search(built, queries, k, allowed, n_allowed, policy, depth):
     if not isinstance(index, faiss.IndexIVF):  # every row scanned: float32, or codes then rescoring
         params = None if selector is None else faiss.SearchParameters(sel=selector)
         return index.search(queries, k, params=params) if built.rows is None else rescoring.rescored(
-            built, queries, k, params, policy, *depth)
-    nprobe = deep_nprobe(index.nprobe, depth[0], index.nlist)
+            built, queries, k, params, policy, recall_k, estimates)
+    nprobe = deep_nprobe(index.nprobe, recall_k, index.nlist)
     if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
         nprobe = int(min(index.nlist, np.ceil(nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
-    scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, *depth)
+    scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, recall_k, estimates)
     if _short(rows, k) and nprobe < index.nlist:  # probed lists ran dry
-        scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy, *depth)
+        scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy, recall_k, estimates)
     return scores, rows  # ``bitmap`` stays alive until here
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import mmap
+import sys
 import threading
 
 import numpy as np
@@ -32,36 +33,24 @@ _PAGE = mmap.PAGESIZE
 _RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _WILLNEED = getattr(mmap, "MADV_WILLNEED", None)
 _NORMAL = getattr(mmap, "MADV_NORMAL", None)
-_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if _RANDOM is not None else None)  # Linux 5.14
+# Linux 5.14's advice number where Python's mmap does not name it (3.11 does not); elsewhere none
+_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22 if sys.platform.startswith("linux") else None)
 
 
-def _load_madvise():
-    """libc's ``madvise(addr, length, advice)``, or ``None`` where there is none to call."""
-    if _RANDOM is None or _WILLNEED is None or _NORMAL is None:
-        return None
+def _libc_function(name: str, third_argument):
+    """libc's ``name(addr, length, third_argument)`` returning an int, or ``None`` where there is none to call."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        call = libc.madvise
+        call = getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True), name)
     except (OSError, AttributeError):
         return None
-    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, third_argument]
     call.restype = ctypes.c_int
     return call
 
 
-def _load_mincore():
-    """libc's ``mincore(addr, length, vector)``, or ``None`` where there is none to call."""
-    try:
-        call = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).mincore
-    except (OSError, AttributeError):
-        return None
-    call.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    call.restype = ctypes.c_int
-    return call
-
-
-_MADVISE = _load_madvise()
-_MINCORE = _load_mincore()
+_HINTS = (_RANDOM, _WILLNEED, _NORMAL)
+_MADVISE = _libc_function("madvise", ctypes.c_int) if None not in _HINTS else None  # (addr, length, advice)
+_MINCORE = _libc_function("mincore", ctypes.c_void_p)  # (addr, length, vector of a byte a page)
 WHOLE_READ_SHARE = 8  # gathering at least this share of an array's rows reads all of it ahead first
 READ_AHEAD_STEP = 1 << 19  # bytes one read-ahead hint asks for: below any disk's readahead window
 
