@@ -2,9 +2,12 @@
 kernel pages by default (reading around every fault), A/B in alternation over the same page cache.
 
     python -m benchmarks.paging [--collection runs/bench/scale/n10000000-compressed] [--queries 200]
+        [--compare paging | read-ahead]
 
 The collection is opened twice in one process; one copy's rescoring rows and texts are put back to the
-kernel's default paging (``MADV_NORMAL``). Queries are real query embeddings (``benchmarks.scale``'s
+kernel's default paging (``MADV_NORMAL``). With ``--compare read-ahead`` the two sides are instead a search
+that asks for its scattered float32 rows and hits' texts all at once (``paging.read_ranges_ahead``, as
+searches do) and one that reads them a fault at a time (the hints turned off for its searches). Queries are real query embeddings (``benchmarks.scale``'s
 cache), a different one for every search, so each side reads rows the other has not just read. The
 difference shows only where the files are larger than the page cache can hold (ten million chunks on a
 23 GB machine); below that, both read memory. Prints the machine, the disk's readahead, and p50 / p90
@@ -14,9 +17,11 @@ of the whole search and of its display stage (texts of the hits) per side.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 from collections import defaultdict
+from typing import Iterator
 
 import numpy as np
 
@@ -33,30 +38,51 @@ def default_paging(col) -> None:
                 paging.read_normally(array)
 
 
+@contextlib.contextmanager
+def one_read_at_a_time() -> Iterator[None]:
+    """Within it, searches ask for no rows or texts ahead: each is read when a fault needs it."""
+    import retriever.search.ranking as ranking
+    import retriever.storage.segment as segment
+
+    saved = paging.read_ranges_ahead, ranking.read_rows_ahead, segment.read_ranges_ahead
+    paging.read_ranges_ahead = segment.read_ranges_ahead = lambda array, ranges: None
+    ranking.read_rows_ahead = lambda array, rows: None
+    try:
+        yield
+    finally:
+        paging.read_ranges_ahead, ranking.read_rows_ahead, segment.read_ranges_ahead = saved
+
+
 def main() -> None:
     from retriever import Collection
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collection", default=str(BENCH / "scale" / "n10000000-compressed"))
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--compare", choices=("paging", "read-ahead"), default="paging")
     args = parser.parse_args()
     vectors = np.load(BENCH / "scale" / "real" / "queries.npy")
     chosen = np.random.default_rng(21).choice(len(vectors), size=min(args.queries, len(vectors)), replace=False)
-    sides = {"random": Collection.open(args.collection), "default": Collection.open(args.collection)}
-    default_paging(sides["default"])
+    if args.compare == "paging":
+        sides = {"random": Collection.open(args.collection), "default": Collection.open(args.collection)}
+        default_paging(sides["default"])
+    else:
+        sides = {"ahead": Collection.open(args.collection), "one-by-one": Collection.open(args.collection)}
+    plain = sides["one-by-one"] if "one-by-one" in sides else None
     display: dict[str, list[float]] = defaultdict(list)
     for name, col in sides.items():
         col.search(vector=vectors[chosen[0]], k=10)
         col.timings.listen(lambda stage, s, name=name: display[name].append(s) if stage == "display" else None)
     total: dict[str, list[float]] = defaultdict(list)
     for i, row in enumerate(chosen[1:]):
-        name = ("random", "default")[i % 2]
-        began = time.perf_counter()
-        sides[name].search(vector=vectors[row], k=10)
-        total[name].append(time.perf_counter() - began)
-    print(f"machine: {machine()}; {len(sides['random'])} documents")
+        name = list(sides)[i % 2]
+        with one_read_at_a_time() if sides[name] is plain else contextlib.nullcontext():
+            began = time.perf_counter()
+            sides[name].search(vector=vectors[row], k=10)
+            total[name].append(time.perf_counter() - began)
+    print(f"machine: {machine()}; {len(next(iter(sides.values())))} documents")
     for name in sides:
-        print(f"  {name:<8} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
+        print(f"  {name:<10} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
               f"display p50 {_ms(display[name], 50)} ms")
     for col in sides.values():
         col.close()

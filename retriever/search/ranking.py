@@ -16,6 +16,7 @@ import numpy as np
 from retriever import deadline
 from retriever.search import vector_index
 from retriever.search.bm25 import bm25_idf, bm25_top
+from retriever.storage.paging import read_rows_ahead
 from retriever.storage.segment import Segment
 from retriever.storage.view import View
 
@@ -105,11 +106,11 @@ def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarr
     scores, part_of, doc_rows, chunk_rows = (np.concatenate(column) for column in zip(*found))
     scores = scores.copy()
     top = np.argsort(-scores, kind="stable")[:depth]
-    for i in np.unique(part_of[top]):
-        part = view.parts[int(i)]
-        if _estimated(part):
-            at = top[part_of[top] == i]
-            scores[at] = vector_index.exact_scores(part.segment.index, chunk_rows[at], query)
+    estimated = [(int(i), top[part_of[top] == i]) for i in np.unique(part_of[top]) if _estimated(view.parts[int(i)])]
+    for i, at in estimated:  # every segment's rows asked for at once: the disk reads them side by side
+        read_rows_ahead(view.parts[i].segment.index.rows, chunk_rows[at])
+    for i, at in estimated:
+        scores[at] = vector_index.exact_scores(view.parts[i].segment.index, chunk_rows[at], query)
     return [(scores, part_of, doc_rows, chunk_rows)]
 
 

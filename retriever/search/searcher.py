@@ -182,6 +182,7 @@ class Searcher:
         Each hit shows its best dense chunk, or (found by keywords alone) the
         chunk holding the most distinct query terms.
         """
+        _read_texts_ahead(view, [dense_chunks[key] for key, _ in ranked if key in dense_chunks])
         display = self.catalog.by_keys([key for key, _ in ranked])
         keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
         terms = sorted(set(self.analyzer(query))) if keyword_only else []
@@ -197,14 +198,23 @@ class Searcher:
                 chunk = keyword_chunk(view.parts[i].segment, doc_row, terms)
             segment = view.parts[i].segment
             start, end = (int(x) for x in segment.spans[chunk])
-            doc_row = segment.chunk_doc[chunk]  # the chunks either side, for the sentences this one cuts
-            first = max(int(segment.doc_chunks[doc_row]), chunk - 1)
-            last = min(int(segment.doc_chunks[doc_row + 1]) - 1, chunk + 1)
+            first, last = segment.context_chunks(chunk)  # the chunks either side, for the sentences this one cuts
             passage = Passage.around(*segment.chunks_text(first, last), start, end)
             text = passage.text[start - passage.offset : end - passage.offset]
             hits.append(Hit(row.id, score, row.title, text, start, end, row.meta))
             passages.append(passage)
         return hits, passages
+
+
+def _read_texts_ahead(view: View, chunks: list[tuple[int, int]]) -> None:
+    """Start reading the texts of ``(part, chunk row)`` hits and their neighbours, all at once, while the
+    catalog is read (``Segment.read_texts_ahead``)."""
+    by_part: dict[int, list[int]] = {}
+    for i, chunk in chunks:
+        by_part.setdefault(i, []).append(chunk)
+    for i, rows in by_part.items():
+        segment = view.parts[i].segment
+        segment.read_texts_ahead([segment.context_chunks(chunk) for chunk in rows])
 
 
 def _batched_result(future: Future) -> Ranking:

@@ -42,7 +42,7 @@ from retriever.storage.atomic import fsync_dir, write_durably
 from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
 from retriever.storage.integrity import record_checksums, write_checksum_beside
-from retriever.storage.paging import read_ahead, read_at_random
+from retriever.storage.paging import read_ahead, read_at_random, read_ranges_ahead
 from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
 from retriever.storage.segment_files import META, check_offsets, check_spans, deletion_file, own_folder, regular_file
 
@@ -302,9 +302,24 @@ class Segment:
 
     def chunks_text(self, first: int, last: int) -> tuple[str, int]:
         """The text of chunk rows ``first`` to ``last`` of one document, read alone, and its character offset."""
-        base = self.text_offsets[self.chunk_doc[first]]
-        lo, hi = int(self.byte_spans[first][0]), int(self.byte_spans[first : last + 1, 1].max())
-        return self.text_blob[base + lo : base + hi].tobytes().decode("utf-8"), int(self.spans[first][0])
+        lo, hi = self._text_bytes(first, last)
+        return bytes(self.text_blob[lo:hi]).decode("utf-8"), int(self.spans[first][0])
+
+    def context_chunks(self, chunk: int) -> tuple[int, int]:
+        """``(first, last)``: chunk row ``chunk`` and the rows either side of it in its document."""
+        doc_row = self.chunk_doc[chunk]
+        return max(int(self.doc_chunks[doc_row]), chunk - 1), min(int(self.doc_chunks[doc_row + 1]) - 1, chunk + 1)
+
+    def read_texts_ahead(self, chunk_ranges: Sequence[tuple[int, int]]) -> None:
+        """Start reading the texts of ``(first, last)`` chunk rows now, all at once (``paging.read_ranges_ahead``):
+        a search's hits read theirs from a mapped ``text.bin`` larger than the page cache."""
+        if isinstance(self.text_blob, np.ndarray):
+            read_ranges_ahead(self.text_blob, [self._text_bytes(first, last) for first, last in chunk_ranges])
+
+    def _text_bytes(self, first: int, last: int) -> tuple[int, int]:
+        """Byte range in ``text_blob`` of chunk rows ``first`` to ``last`` of one document."""
+        base = int(self.text_offsets[self.chunk_doc[first]])
+        return base + int(self.byte_spans[first][0]), base + int(self.byte_spans[first : last + 1, 1].max())
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
         """Document rows holding ``keys`` (sorted int64); -1 where this segment has none."""

@@ -127,3 +127,65 @@ def test_read_ahead_reads_a_whole_file_past_the_kernels_readahead_window(tmp_pat
         time.sleep(0.05)
     assert paging.resident_share(array) >= 0.95
     assert paging.resident_share(np.zeros(10)) == 1.0 and paging.read_ahead_in_background(np.zeros(10)) is None
+
+
+def evicted(path: Path, raw: bool = False) -> np.ndarray:
+    """``path``'s array (``raw``: its bytes) mapped after its pages were dropped from the page cache (skips
+    where they stay)."""
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+    array = np.memmap(path, dtype=np.uint8, mode="r") if raw else np.asarray(np.load(path, mmap_mode="r"))
+    if paging.resident_share(array) > 0.5:
+        pytest.skip("the file system kept the file in memory")
+    return array
+
+
+def resident_soon(array: np.ndarray, timeout: float = 20.0) -> bool:
+    """Whether all of ``array``'s pages are in memory within ``timeout`` seconds (the reads are asynchronous)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while paging.resident_share(array) < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return paging.resident_share(array) == 1.0
+
+
+@linux_only
+def test_rows_read_ahead_are_the_rows_asked_for_and_no_others(tmp_path):
+    """Scattered rows asked for at once are read in (each row a page here), and the rest of the file is not."""
+    path = tmp_path / "rows.npy"
+    np.save(path, np.arange(4096 * 1024, dtype=np.float32).reshape(4096, 1024))  # 16 MB, 4 KB a row
+    rows = evicted(path)
+    wanted = [5, 900, 3000, 4095]
+    paging.read_rows_ahead(rows, wanted)
+    assert all(resident_soon(rows[row : row + 1]) for row in wanted)
+    assert paging.resident_share(rows) < 0.05 and paging.resident_share(rows[1000:2000]) == 0.0
+    paging.read_ranges_ahead(rows, [(2000, 2010)])
+    assert resident_soon(rows[2000:2010]) and paging.resident_share(rows[2020:2100]) == 0.0
+    assert np.array_equal(paging.gather_rows(rows, wanted), np.asarray(rows)[wanted])
+    paging.read_rows_ahead(np.zeros((4, 4)), [1, 2])  # not a mapping: nothing to do
+
+
+@linux_only
+def test_hits_texts_are_read_ahead_with_the_chunks_either_side(tmp_path, tiny_model_dir):
+    from retriever import Collection
+
+    words = " ".join(f"word{i}" for i in range(400))  # a document of several chunks
+    with Collection.create(tmp_path / "c", tiny_model_dir) as col:
+        col.add([{"id": "long", "text": words}, {"id": "short", "text": "rivers and tea"}])
+        segment = col.reader.current().parts[0].segment
+        row = int(np.argmax(np.diff(segment.doc_chunks)))  # the long document's
+        first, last = int(segment.doc_chunks[row]), int(segment.doc_chunks[row + 1]) - 1
+        assert last - first >= 3
+        assert segment.context_chunks(first) == (first, first + 1)
+        assert segment.context_chunks(first + 1) == (first, first + 2)
+        assert segment.context_chunks(last) == (last - 1, last)
+        text = evicted(segment.folder / "text.bin", raw=True)
+        segment.read_texts_ahead([segment.context_chunks(first + 1)])
+        lo, hi = segment._text_bytes(first, first + 2)
+        assert resident_soon(text[lo:hi])
+        assert segment.chunks_text(first, first + 2)[0] in words
