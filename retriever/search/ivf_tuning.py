@@ -110,6 +110,16 @@ def _better(tried: Tuned, best: Tuned | None, goal: float) -> bool:
     return tried.cost < best.cost if tried.recall >= goal else tried.recall > best.recall
 
 
+def deep_nprobe(nprobe: int, k: int, nlist: int) -> int:
+    """Lists to probe for ``k`` hits when ``nprobe`` reaches the recall target for 10: a deeper top ``k``
+    reaches further from the query, so ``nprobe`` grows with ``sqrt(k / 10)`` (4 times for 100), at most
+    ``nlist``. With the tuned ``nprobe`` alone, recall@100 of compressed codes fell by up to 0.01 on
+    the visible sets (MEDLINE 0.950 -> 0.940)."""
+    if k <= 10:
+        return nprobe
+    return int(min(nlist, nprobe * 2 ** int(np.ceil(np.log2(np.sqrt(k / 10))))))
+
+
 def probe_queries(vectors: np.ndarray, rng, ratio: float, count: int = PROBES) -> np.ndarray:
     """``(count, dim)`` float32 unit probes placed as real queries sit: off the rows, in their regions.
 

@@ -54,6 +54,9 @@ WHOLE_SCAN = (FLAT, RABITQ)  # types with no lists: a search reads all their row
 CODES = ("float32", "compressed", "always")
 INDEX_FILE = "vectors.faiss"
 ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes
+# FAISS's fast-scan search keeping each query's best codes in a heap: the same hits as its default, and 12%
+# faster a segment of a million (0.42 -> 0.37 ms at nprobe 40, AMD EPYC Zen 4, one query or batches of 64)
+FAST_SCAN_IMPLEMENTATION = 10
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,10 @@ class VectorIndex:
     info: dict
     rows: np.ndarray | None = None
     int8: Int8Rows | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.index, faiss.IndexIVFFastScan):
+            self.index.implem = FAST_SCAN_IMPLEMENTATION
 
     @property
     def d(self) -> int:
@@ -334,7 +341,7 @@ def search(
         queries: ``(q, dim)`` float32.
         allowed: Boolean mask over rows, or ``None`` for every row.
         n_allowed: How many rows ``allowed`` lets through.
-        recall_k: How deep the caller needs recall (``deep_nprobe``): the documents a user asked
+        recall_k: How deep the caller needs recall (``ivf_tuning.deep_nprobe``): the documents a user asked
             for, not the chunks fetched to find them nor a hybrid search's fusion depth (default 10).
         estimates: Let compressed codes with int8 rows return the int8 ranking's scores, for the
             caller to make exact (``exact_scores``) for the hits it keeps.
@@ -362,23 +369,13 @@ def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates):
         params = None if selector is None else faiss.SearchParameters(sel=selector)
         return index.search(queries, k, params=params) if built.rows is None else rescoring.rescored(
             built, queries, k, params, policy, recall_k, estimates)
-    nprobe = deep_nprobe(index.nprobe, recall_k, index.nlist)
+    nprobe = ivf_tuning.deep_nprobe(index.nprobe, recall_k, index.nlist)
     if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
         nprobe = int(min(index.nlist, np.ceil(nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
     scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, recall_k, estimates)
     if _short(rows, k) and nprobe < index.nlist:  # probed lists ran dry
         scores, rows = _ivf_search(built, queries, k, index.nlist, selector, policy, recall_k, estimates)
     return scores, rows  # ``bitmap`` stays alive until here
-
-
-def deep_nprobe(nprobe: int, k: int, nlist: int) -> int:
-    """Lists to probe for ``k`` hits when ``nprobe`` reaches the recall target for 10: a deeper top ``k``
-    reaches further from the query, so ``nprobe`` grows with ``sqrt(k / 10)`` (4 times for 100), at most
-    ``nlist``. With the tuned ``nprobe`` alone, recall@100 of compressed codes fell by up to 0.01 on
-    the visible sets (MEDLINE 0.950 -> 0.940)."""
-    if k <= 10:
-        return nprobe
-    return int(min(nlist, nprobe * 2 ** int(np.ceil(np.log2(np.sqrt(k / 10))))))
 
 
 def _ivf_search(built: VectorIndex, queries: np.ndarray, k: int, nprobe: int, selector, policy: IndexPolicy,

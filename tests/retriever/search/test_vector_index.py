@@ -261,8 +261,8 @@ def test_a_raised_rescoring_factor_is_recorded_and_searched_with(tmp_path):
 def test_recall_deeper_than_ten_probes_more_lists_and_rescores_more():
     """Tuned for the top 10, a segment searched for 100 hits that all matter (``recall_k`` 100) probes
     more lists and rescores its tuned factor per hit; for a fusion depth (``recall_k`` 10) it does not."""
-    assert [vector_index.deep_nprobe(8, k, 256) for k in (1, 10, 20, 40, 100)] == [8, 8, 16, 16, 32]
-    assert vector_index.deep_nprobe(128, 100, 256) == 256  # never past every list
+    assert [ivf_tuning.deep_nprobe(8, k, 256) for k in (1, 10, 20, 40, 100)] == [8, 8, 16, 16, 32]
+    assert ivf_tuning.deep_nprobe(128, 100, 256) == 256  # never past every list
     vectors = clustered(6000, dim=64, centers=300, seed=1)  # many small clusters: 1-bit codes need rescoring
     built = vector_index.build(vectors, COMPRESSED)
     queries = clustered(50, dim=64, centers=300, seed=2)
@@ -303,3 +303,18 @@ def test_an_exact_search_of_codes_of_every_row_reads_the_rows_themselves(tmp_pat
     exact = dataclasses.replace(ROW_CODES, exact_max_rows=1 << 62)  # as ranking asks for it
     scores, rows = vector_index.search(built, queries, 10, everything, len(vectors), exact)
     assert np.array_equal(rows, exact_top(vectors, queries, 10))
+
+
+def test_fast_scan_codes_search_with_the_heap_implementation_and_find_what_the_default_finds(tmp_path):
+    vectors = clustered(6000, dim=64, centers=300, seed=1)
+    built = vector_index.build(vectors, IndexPolicy(codes="always"))
+    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
+    vector_index.write_rows(built, tmp_path, lambda path, fill: fill(path))
+    loaded = vector_index.read(tmp_path, built.info)
+    assert built.index.implem == loaded.index.implem == vector_index.FAST_SCAN_IMPLEMENTATION
+    queries = clustered(40, dim=64, centers=300, seed=2)
+    params = faiss.SearchParametersIVF(nprobe=loaded.index.nprobe)
+    heap = loaded.index.search(queries, 50, params=params)
+    loaded.index.implem = 0  # FAISS's own choice
+    default = loaded.index.search(queries, 50, params=params)
+    assert np.array_equal(heap[1], default[1]) and np.array_equal(heap[0], default[0])
