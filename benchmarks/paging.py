@@ -7,7 +7,8 @@ kernel pages by default (reading around every fault), A/B in alternation over th
 The collection is opened twice in one process; one copy's rescoring rows and texts are put back to the
 kernel's default paging (``MADV_NORMAL``). With ``--compare read-ahead`` the two sides are instead a search
 that asks for its scattered float32 rows and hits' texts all at once (``paging.read_ranges_ahead``, as
-searches do) and one that reads them a fault at a time (the hints turned off for its searches). Queries are real query embeddings (``benchmarks.scale``'s
+searches do) and one that reads them a fault at a time (the hints turned off for its searches). The
+collection's float32 rows and texts are dropped from the page cache before the timed searches. Queries are real query embeddings (``benchmarks.scale``'s
 cache), a different one for every search, so each side reads rows the other has not just read. The
 difference shows only where the files are larger than the page cache can hold (ten million chunks on a
 23 GB machine); below that, both read memory. Prints the machine, the disk's readahead, and p50 / p90
@@ -26,6 +27,7 @@ from typing import Iterator
 import numpy as np
 
 from benchmarks.scale import BENCH, machine
+from retriever.search import vector_index
 from retriever.storage import paging
 
 
@@ -36,6 +38,20 @@ def default_paging(col) -> None:
         for array in (segment.text_blob, segment.index.rows):
             if array is not None:
                 paging.read_normally(array)
+
+
+def evict_rows_and_texts(col) -> None:
+    """Drop ``col``'s float32 rows and texts from the page cache, so that a run starts as every search of a
+    collection too large for it does, and runs repeat (the queries are the same draw each time)."""
+    import os
+
+    for part in col.reader.current().parts:
+        for name in ("text.bin", vector_index.ROWS_FILE):
+            path = part.segment.folder / name
+            if path.is_file():
+                fd = os.open(path, os.O_RDONLY)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                os.close(fd)
 
 
 @contextlib.contextmanager
@@ -73,6 +89,7 @@ def main() -> None:
     for name, col in sides.items():
         col.search(vector=vectors[chosen[0]], k=10)
         col.timings.listen(lambda stage, s, name=name: display[name].append(s) if stage == "display" else None)
+    evict_rows_and_texts(next(iter(sides.values())))
     total: dict[str, list[float]] = defaultdict(list)
     for i, row in enumerate(chosen[1:]):
         name = list(sides)[i % 2]
