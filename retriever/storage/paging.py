@@ -53,6 +53,7 @@ _MADVISE = _libc_function("madvise", ctypes.c_int) if None not in _HINTS else No
 _MINCORE = _libc_function("mincore", ctypes.c_void_p)  # (addr, length, vector of a byte a page)
 WHOLE_READ_SHARE = 8  # gathering at least this share of an array's rows reads all of it ahead first
 READ_AHEAD_STEP = 1 << 19  # bytes one read-ahead hint asks for: below any disk's readahead window
+RESIDENT_SAMPLE = 4  # rows ``read_rows_ahead`` checks are in memory before it hints
 
 
 def read_at_random(array: np.ndarray) -> np.ndarray:
@@ -85,8 +86,24 @@ def read_ranges_ahead(array: np.ndarray, ranges) -> None:
 
 
 def read_rows_ahead(array: np.ndarray, rows) -> None:
-    """``read_ranges_ahead`` for single ``rows`` of ``array``."""
-    read_ranges_ahead(array, ((row, int(row) + 1) for row in rows))
+    """``read_ranges_ahead`` for single ``rows`` of ``array``, unless the first ``RESIDENT_SAMPLE`` of them are
+    in memory already: a file the page cache holds needs no hints, and one costs a few times what reading a
+    cached row does (about 3 us against 0.5-1.7 us a row)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not len(rows) or all(_row_resident(array, int(row)) for row in rows[:RESIDENT_SAMPLE]):
+        return
+    read_ranges_ahead(array, ((row, row + 1) for row in rows.tolist()))
+
+
+def _row_resident(array: np.ndarray, row: int) -> bool:
+    """Whether every page of ``array[row]`` is in memory (``mincore``); ``True`` where that cannot be told."""
+    if _MINCORE is None or not is_mapped(array):
+        return True
+    begin = array.ctypes.data + row * array.strides[0]
+    page = begin - begin % _PAGE
+    length = begin + array.strides[0] - page
+    vector = (ctypes.c_ubyte * ((length + _PAGE - 1) // _PAGE))()
+    return _MINCORE(page, length, vector) != 0 or all(byte & 1 for byte in vector)
 
 
 def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:

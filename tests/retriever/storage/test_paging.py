@@ -155,7 +155,7 @@ def resident_soon(array: np.ndarray, timeout: float = 20.0) -> bool:
 
 
 @linux_only
-def test_rows_read_ahead_are_the_rows_asked_for_and_no_others(tmp_path):
+def test_rows_read_ahead_are_the_rows_asked_for_and_no_others(tmp_path, monkeypatch):
     """Scattered rows asked for at once are read in (each row a page here), and the rest of the file is not."""
     path = tmp_path / "rows.npy"
     np.save(path, np.arange(4096 * 1024, dtype=np.float32).reshape(4096, 1024))  # 16 MB, 4 KB a row
@@ -168,6 +168,12 @@ def test_rows_read_ahead_are_the_rows_asked_for_and_no_others(tmp_path):
     assert resident_soon(rows[2000:2010]) and paging.resident_share(rows[2020:2100]) == 0.0
     assert np.array_equal(paging.gather_rows(rows, wanted), np.asarray(rows)[wanted])
     paging.read_rows_ahead(np.zeros((4, 4)), [1, 2])  # not a mapping: nothing to do
+    hints = []
+    monkeypatch.setattr(paging, "_MADVISE", lambda *call: hints.append(call) or 0)
+    paging.read_rows_ahead(rows, wanted + [1500])  # the first rows are in memory: the file needs no hints
+    assert not hints
+    paging.read_rows_ahead(rows, [1600, 5])
+    assert len(hints) == 2  # a row on disk first: every row is asked for
 
 
 @linux_only
