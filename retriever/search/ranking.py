@@ -110,7 +110,7 @@ def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarr
     for i, at in estimated:  # every segment's rows asked for at once: the disk reads them side by side
         read_rows_ahead(view.parts[i].segment.index.rows, chunk_rows[at])
     for i, at in estimated:
-        scores[at] = vector_index.exact_scores(view.parts[i].segment.index, chunk_rows[at], query)
+        scores[at] = vector_index.exact_scores(view.parts[i].segment.index, chunk_rows[at], query, read_rows=False)
     return [(scores, part_of, doc_rows, chunk_rows)]
 
 

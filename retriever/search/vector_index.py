@@ -281,13 +281,13 @@ def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
     return read_at_random(np.asarray(rows))  # a plain ndarray over the mapping: pages shared, no memmap overhead
 
 
-def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
-    """Vectors of ``rows``, ``(len(rows), dim)`` float32."""
+def reconstruct(built: VectorIndex, rows: np.ndarray, read_rows: bool = True) -> np.ndarray:
+    """Vectors of ``rows``, ``(len(rows), dim)`` float32 (``read_rows``: see ``paging.gather_rows``)."""
     index = built.index
     if len(rows) == 0:
         return np.zeros((0, index.d), dtype=np.float32)
     if built.rows is not None:
-        gathered = gather_rows(built.rows, rows)
+        gathered = gather_rows(built.rows, rows, read_rows)
         if built.int8 is not None and is_pass(built.rows, rows):  # it pushed other pages out of the cache:
             read_ahead_in_background(built.int8.codes)  # read back the tier every search reads
         return gathered
@@ -296,12 +296,12 @@ def reconstruct(built: VectorIndex, rows: np.ndarray) -> np.ndarray:
     return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))
 
 
-def exact_scores(built: VectorIndex, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+def exact_scores(built: VectorIndex, rows: np.ndarray, query: np.ndarray, read_rows: bool = True) -> np.ndarray:
     """``(len(rows),)`` exact inner products of the segment's ``rows`` with ``query`` ``(dim,)``, read in
     row order (what ``search(estimates=True)`` leaves to its caller for the hits it keeps)."""
     order = np.argsort(rows, kind="stable")
     scores = np.empty(len(rows), dtype=np.float32)
-    scores[order] = reconstruct(built, np.asarray(rows)[order]) @ query
+    scores[order] = reconstruct(built, np.asarray(rows)[order], read_rows) @ query
     return scores
 
 

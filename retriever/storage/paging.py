@@ -96,14 +96,22 @@ def read_rows_ahead(array: np.ndarray, rows) -> None:
 
 
 def _resident(array: np.ndarray, first: int, stop: int) -> bool:
-    """Whether every page of ``array[first:stop]`` is in memory (``mincore``); ``True`` where that cannot be told."""
-    if _MINCORE is None or stop <= first:
-        return True
-    begin = array.ctypes.data + first * array.strides[0]
-    page = begin - begin % _PAGE
-    length = begin + (stop - first) * array.strides[0] - page
+    """Whether every page of ``array[first:stop]`` is in memory; ``True`` where that cannot be told."""
+    flags = _page_flags(array.ctypes.data + first * array.strides[0], (stop - first) * array.strides[0])
+    return flags is None or bool(flags.all())
+
+
+def _page_flags(address: int, nbytes: int) -> np.ndarray | None:
+    """``(pages,)`` bool: which pages of the ``nbytes`` at ``address`` are in memory (``mincore``), or ``None``
+    where that cannot be told."""
+    if _MINCORE is None or nbytes <= 0:
+        return None
+    first_page = address - address % _PAGE
+    length = address + nbytes - first_page
     vector = (ctypes.c_ubyte * ((length + _PAGE - 1) // _PAGE))()
-    return _MINCORE(page, length, vector) != 0 or all(byte & 1 for byte in vector)
+    if _MINCORE(first_page, length, vector) != 0:
+        return None
+    return (np.frombuffer(vector, dtype=np.uint8) & 1).astype(bool)
 
 
 def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:
@@ -126,25 +134,19 @@ def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:
 
 def resident_share(array: np.ndarray) -> float:
     """The share of a mapped ``array``'s pages now in memory (``mincore``); 1.0 for an array in memory."""
-    if _MINCORE is None or not array.size or not is_mapped(array):
+    if not array.size or not is_mapped(array):
         return 1.0
-    start = array.ctypes.data
-    first_page = start - start % _PAGE
-    length = start + array.nbytes - first_page
-    pages = (length + _PAGE - 1) // _PAGE
-    vector = (ctypes.c_ubyte * pages)()
-    if _MINCORE(first_page, length, vector) != 0:
-        return 1.0
-    return float((np.frombuffer(vector, dtype=np.uint8) & 1).mean())
+    flags = _page_flags(array.ctypes.data, array.nbytes)
+    return 1.0 if flags is None else float(flags.mean())
 
 
-def gather_rows(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
+def gather_rows(array: np.ndarray, rows: np.ndarray, read_rows: bool = True) -> np.ndarray:
     """``array[rows]`` as float32, ``(len(rows), ...)``; rows that make up at least ``1 / WHOLE_READ_SHARE``
     of ``array`` (a merge's or an exact search's pass) are read ahead in large runs, not page by page, and
-    fewer are all asked for at once (``read_rows_ahead``)."""
+    fewer are all asked for at once (``read_rows_ahead``) unless ``read_rows`` is false (the caller asked)."""
     if is_pass(array, rows):
         read_ahead(array)
-    elif len(rows) > 1:
+    elif read_rows and len(rows) > 1:
         read_rows_ahead(array, rows)  # the scattered rows' reads at once, not one fault at a time
     return np.asarray(array[np.asarray(rows, dtype=np.int64)], dtype=np.float32)
 

@@ -89,7 +89,7 @@ def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny
     per_hit, final = [], []
     monkeypatch.setattr(rescoring, "gather_rows", lambda rows, ids: per_hit.append(len(ids)))
     gather = vector_index.gather_rows
-    monkeypatch.setattr(vector_index, "gather_rows", lambda rows, ids: final.append(len(ids)) or gather(rows, ids))
+    monkeypatch.setattr(vector_index, "gather_rows", lambda rows, ids, *rest: final.append(len(ids)) or gather(rows, ids, *rest))
     for query in unit(rng.normal(size=(10, embedder.dim))):
         final.clear()
         hits = col.search(vector=query, k=10, mode="dense", feedback=False)

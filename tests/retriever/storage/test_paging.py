@@ -195,3 +195,12 @@ def test_hits_texts_are_read_ahead_with_the_chunks_either_side(tmp_path, tiny_mo
         lo, hi = segment._text_bytes(first, first + 2)
         assert resident_soon(text[lo:hi])
         assert segment.chunks_text(first, first + 2)[0] in words
+
+
+def test_a_gather_asks_for_its_rows_unless_its_caller_did(tmp_path, monkeypatch):
+    rows, _ = mapped(tmp_path)
+    asked = []
+    monkeypatch.setattr(paging, "read_rows_ahead", lambda array, wanted: asked.append(list(wanted)))
+    assert np.array_equal(paging.gather_rows(rows, [7, 3000]), np.asarray(rows)[[7, 3000]]) and asked == [[7, 3000]]
+    assert np.array_equal(paging.gather_rows(rows, [9, 4000], read_rows=False), np.asarray(rows)[[9, 4000]])
+    assert asked == [[7, 3000]]
