@@ -25,6 +25,8 @@ RESCORE_FACTORS = (1, 2, 4, 8)  # times IndexPolicy.rescore that compressed code
 #: reaches it: a list probed costs about 7.5 us on 480,000 rows (LUT and scan), and the powers of two
 #: alone left one of two like segments at 64 lists where 32 gave real queries recall@10 0.985.
 BISECTIONS = 2
+#: The least share of its tuned ``nprobe`` that a part holding part of a search's rows probes (``probed_lists``).
+SHARED_NPROBE_FLOOR = 0.75
 
 
 @dataclass(frozen=True)
@@ -156,3 +158,18 @@ def probe_queries(vectors: np.ndarray, rng, ratio: float, count: int = PROBES) -
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12), dtype=np.float32)
+
+
+def probed_lists(nprobe: int, recall_k: int, nlist: int, share: float = 1.0) -> int:
+    """Lists to probe in a part tuned to ``nprobe`` that holds ``share`` of the rows a search spans and fetches
+    about its share of the top ``recall_k`` (the caller's judgement; 1.0 for a full-depth search).
+
+    Deeper than 10, ``deep_nprobe``. Otherwise a part's share of the top 10 is its best ``10 * share``
+    chunks, nearer the query than the 10 ``nprobe`` is tuned for: it probes ``nprobe * sqrt(share)`` lists
+    (``deep_nprobe``'s law, the other way), at least ``SHARED_NPROBE_FLOOR`` of them. Ten million
+    real-shaped chunks in 14 parts, 300 real queries (AMD EPYC Zen 4): recall@10 0.964 at the tuned
+    ``nprobe``, 0.962 at 3/4, 0.957 at 5/8, 0.948 at 1/2; the parts' searches 7.3 -> 6.2 ms at 3/4.
+    """
+    if recall_k > 10 or share >= 1.0:
+        return deep_nprobe(nprobe, recall_k, nlist)
+    return max(1, min(nlist, int(np.ceil(nprobe * max(SHARED_NPROBE_FLOOR, float(np.sqrt(share)))))))

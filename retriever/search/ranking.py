@@ -45,11 +45,11 @@ def dense_rankings(
     One index search per segment serves every query; a segment is searched
     again, wider, only for queries still short of ``k`` distinct documents.
     Where segments are many, each first fetches about its share of the top
-    ``k`` (``_share_to_fetch``), and only one whose every fetched chunk ranks
-    among the ``k`` found is searched again to its full depth; that answer
-    is the one a full-depth search of every segment would give. Segments
-    with int8 rows return int8 estimates (``rescoring``); the best
-    ``exact_depth`` chunks of all segments together are then scored from
+    ``k`` (``_share_to_fetch``; an IVF probes fewer lists for it:
+    ``ivf_tuning.probed_lists``), and one whose every fetched chunk ranks
+    among the ``k`` found is searched again to its full depth and tuned
+    lists. Segments with int8 rows return int8 estimates (``rescoring``); the
+    best ``exact_depth`` chunks of all segments together are then scored from
     float32, so shown scores are exact and a search reads few float32 rows.
     ``allowed`` is a per-part mask of documents a filter lets through.
     ``recall_k`` (default ``k``) is how deep recall matters: a hybrid search
@@ -78,7 +78,8 @@ def dense_rankings(
         if share < fetch:
             shallow.append(((i, part, mask, available), fetch, share))
         _search_part(found, list(range(n)), (i, part, mask, available), share, k, query_vectors, policy,
-                     recall_k or k, widen=share == fetch, exact=exact)
+                     recall_k or k, widen=share == fetch, exact=exact,
+                     rows_share=available / total if share < fetch else 1.0)
     if shallow:  # a part may hold more of the top k than its share: search it again in full
         kth = [_kth_score(parts, k) for parts in found]
         for search, fetch, share in shallow:
@@ -114,16 +115,19 @@ def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarr
     return [(scores, part_of, doc_rows, chunk_rows)]
 
 
-def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen, exact=False):
+def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen, exact=False,
+                 rows_share=1.0):
     """Search one part for the queries ``pending``, recording in ``found[q][part]`` its best chunk of each
     document, the number of chunks the search returned and the lowest of their scores. With ``widen``, a
     query short of ``k`` distinct documents is searched again, four times deeper, until the part is
-    exhausted. Unless ``exact``, compressed parts return int8 estimates (``vector_index.search``)."""
+    exhausted. Unless ``exact``, compressed parts return int8 estimates (``vector_index.search``).
+    ``rows_share``: the part's share of the rows searched, where it fetches only its share of the top ``k``
+    (an IVF then probes fewer lists: ``ivf_tuning.probed_lists``)."""
     i, part, mask, available = search
     segment = part.segment
     while pending:
         scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
-                                           recall_k, estimates=not exact)
+                                           recall_k, estimates=not exact, share=rows_share)
         short = []
         for row, q in enumerate(pending):
             valid = rows[row] >= 0

@@ -334,6 +334,7 @@ def search(
     policy: IndexPolicy,
     recall_k: int = 10,
     estimates: bool = False,
+    share: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` inner products among the rows ``allowed`` lets through.
 
@@ -341,20 +342,22 @@ def search(
         queries: ``(q, dim)`` float32.
         allowed: Boolean mask over rows, or ``None`` for every row.
         n_allowed: How many rows ``allowed`` lets through.
-        recall_k: How deep the caller needs recall (``ivf_tuning.deep_nprobe``): the documents a user asked
+        recall_k: How deep the caller needs recall (``ivf_tuning.probed_lists``): the documents a user asked
             for, not the chunks fetched to find them nor a hybrid search's fusion depth (default 10).
         estimates: Let compressed codes with int8 rows return the int8 ranking's scores, for the
             caller to make exact (``exact_scores``) for the hits it keeps.
+        share: Of the rows a search spans, the share this index holds, where the caller fetches about that
+            share of its top ``recall_k`` from it (``ivf_tuning.probed_lists``); 1.0 for a full-depth search.
 
     Returns:
         ``(scores, rows)`` of shape ``(q, k)``; empty slots have row -1.
         Compressed codes' scores are the exact inner products of the rescored rows, unless ``estimates``.
     """
     with _one_thread():
-        return _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates)
+        return _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates, share)
 
 
-def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates):
+def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates, share):
     index = built.index
     k = max(1, min(k, n_allowed))
     if allowed is not None and not isinstance(index, faiss.IndexFlat) and n_allowed <= policy.exact_max_rows:
@@ -369,7 +372,7 @@ def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates):
         params = None if selector is None else faiss.SearchParameters(sel=selector)
         return index.search(queries, k, params=params) if built.rows is None else rescoring.rescored(
             built, queries, k, params, policy, recall_k, estimates)
-    nprobe = ivf_tuning.deep_nprobe(index.nprobe, recall_k, index.nlist)
+    nprobe = ivf_tuning.probed_lists(index.nprobe, recall_k, index.nlist, share)
     if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
         nprobe = int(min(index.nlist, np.ceil(nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
     scores, rows = _ivf_search(built, queries, k, nprobe, selector, policy, recall_k, estimates)

@@ -79,9 +79,10 @@ def read_ranges_ahead(array: np.ndarray, ranges) -> None:
     ranges = [(int(first), int(stop)) for first, stop in ranges]
     if _MADVISE is None or not array.size or not is_mapped(array) or not ranges:
         return
-    if all(_resident(array, first, stop) for first, stop in ranges[:RESIDENT_SAMPLE]):
-        return
     start, row_bytes = array.ctypes.data, array.strides[0]
+    sample = ranges[:RESIDENT_SAMPLE]
+    if all(_resident(start + first * row_bytes, (stop - first) * row_bytes) for first, stop in sample):
+        return
     for first, stop in ranges:
         begin = start + first * row_bytes
         length = (stop - first) * row_bytes
@@ -95,23 +96,29 @@ def read_rows_ahead(array: np.ndarray, rows) -> None:
     read_ranges_ahead(array, ((row, row + 1) for row in np.asarray(rows, dtype=np.int64).tolist()))
 
 
-def _resident(array: np.ndarray, first: int, stop: int) -> bool:
-    """Whether every page of ``array[first:stop]`` is in memory; ``True`` where that cannot be told."""
-    flags = _page_flags(array.ctypes.data + first * array.strides[0], (stop - first) * array.strides[0])
-    return flags is None or bool(flags.all())
+def _resident(address: int, nbytes: int) -> bool:
+    """Whether every page of the ``nbytes`` at ``address`` is in memory; ``True`` where that cannot be told.
+    Without numpy: a search asks this of a few rows a segment (about 3 us a call, 8 us through arrays)."""
+    flags = _mincore(address, nbytes)
+    return flags is None or all(flag & 1 for flag in flags)
 
 
 def _page_flags(address: int, nbytes: int) -> np.ndarray | None:
-    """``(pages,)`` bool: which pages of the ``nbytes`` at ``address`` are in memory (``mincore``), or ``None``
-    where that cannot be told."""
+    """``(pages,)`` bool: which pages of the ``nbytes`` at ``address`` are in memory, or ``None`` where that
+    cannot be told."""
+    flags = _mincore(address, nbytes)
+    return None if flags is None else (np.frombuffer(flags, dtype=np.uint8) & 1).astype(bool)
+
+
+def _mincore(address: int, nbytes: int) -> bytes | None:
+    """``mincore``'s byte a page for the pages holding the ``nbytes`` at ``address`` (bit 0: in memory), or
+    ``None`` where that cannot be told."""
     if _MINCORE is None or nbytes <= 0:
         return None
     first_page = address - address % _PAGE
     length = address + nbytes - first_page
     vector = (ctypes.c_ubyte * ((length + _PAGE - 1) // _PAGE))()
-    if _MINCORE(first_page, length, vector) != 0:
-        return None
-    return (np.frombuffer(vector, dtype=np.uint8) & 1).astype(bool)
+    return bytes(vector) if _MINCORE(first_page, length, vector) == 0 else None
 
 
 def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:

@@ -61,10 +61,12 @@ def test_a_part_holding_all_the_top_hits_is_searched_again_in_full(many_parts, m
     col, topic = many_parts
     calls = []
     search = ranking.vector_index.search
-    monkeypatch.setattr(ranking.vector_index, "search", lambda index, q, k, *a, **kw: calls.append(k) or search(index, q, k, *a, **kw))
+    monkeypatch.setattr(ranking.vector_index, "search",
+                        lambda index, q, k, *a, **kw: calls.append((k, kw["share"])) or search(index, q, k, *a, **kw))
     hits = col.search(vector=topic, k=20, mode="dense", feedback=False)
     share = ranking._share_to_fetch(col.reader.current().parts[-1], 20, 1 / PARTS)
-    assert calls == [share] * PARTS + [30]  # the last part searched again, for all its 30 chunks
+    # each part first fetches, and probes, for its share of the rows; the last again for all its 30 chunks
+    assert calls == [(share, pytest.approx(1 / PARTS))] * PARTS + [(30, 1.0)]
     assert len(hits) == 20 and all(h.id.startswith(f"p{PARTS - 1:02d}-") for h in hits)
     assert [h.id for h in hits] == [h.id for h in col.search(vector=topic, k=20, mode="dense", exact=True)]
 

@@ -275,6 +275,29 @@ def test_recall_deeper_than_ten_probes_more_lists_and_rescores_more():
     assert recall(100) >= 0.97 and recall(10) < recall(100) - 0.05
 
 
+def test_a_part_holding_a_share_of_the_rows_probes_fewer_of_its_lists():
+    """A part that fetches only its share of a search's top 10 probes ``nprobe * sqrt(share)`` of its lists, at
+    least ``SHARED_NPROBE_FLOOR`` of them, and still finds the best rows; deeper recall ignores the share."""
+    assert [ivf_tuning.probed_lists(40, 10, 1024, share) for share in (1.0, 0.81, 0.5, 0.01)] == [40, 36, 30, 30]
+    assert ivf_tuning.probed_lists(8, 100, 256, 0.01) == ivf_tuning.deep_nprobe(8, 100, 256) == 32
+    assert ivf_tuning.probed_lists(1, 10, 64, 0.01) == 1
+    vectors = clustered(6000, dim=64, centers=300, seed=1)
+    built = vector_index.build(vectors, COMPRESSED)
+    queries = clustered(50, dim=64, centers=300, seed=2)
+    truth = exact_top(vectors, queries, 3)
+    stats = faiss.cvar.indexIVF_stats
+
+    def probed(share):
+        stats.reset()
+        _, found = vector_index.search(built, queries, 10, None, len(vectors), COMPRESSED, share=share)
+        return stats.nlist, np.mean([len(set(a[:3]) & set(b)) / 3 for a, b in zip(found, truth)])
+
+    lists, top3 = probed(0.05)
+    nprobe = built.index.nprobe
+    assert probed(1.0)[0] == 50 * nprobe and lists == 50 * int(np.ceil(nprobe * ivf_tuning.SHARED_NPROBE_FLOOR))
+    assert lists < 50 * nprobe and top3 >= 0.95
+
+
 @pytest.mark.parametrize("needed, chosen", [(23, 24), (17, 20), (64, 64), (3, 3), (1, 1)])
 def test_tuning_halves_the_gap_after_the_first_power_of_two_that_reaches_the_goal(needed, chosen):
     """A search whose results are exact from ``needed`` lists on: doubling finds the next power of two,
