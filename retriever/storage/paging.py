@@ -150,8 +150,9 @@ def resident_share(array: np.ndarray) -> float:
 def gather_rows(array: np.ndarray, rows: np.ndarray, read_rows: bool = True) -> np.ndarray:
     """``array[rows]`` as float32, ``(len(rows), ...)``; rows that make up at least ``1 / WHOLE_READ_SHARE``
     of ``array`` (a merge's or an exact search's pass) are read ahead in large runs, not page by page, and
-    fewer are all asked for at once (``read_rows_ahead``) unless ``read_rows`` is false (the caller asked)."""
-    if is_pass(array, rows):
+    fewer are all asked for at once (``read_rows_ahead``); neither where ``read_rows`` is false (the caller
+    asked for them, or for the whole array)."""
+    if read_rows and is_pass(array, rows):
         read_ahead(array)
     elif read_rows and len(rows) > 1:
         read_rows_ahead(array, rows)  # the scattered rows' reads at once, not one fault at a time

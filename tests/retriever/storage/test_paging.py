@@ -204,3 +204,8 @@ def test_a_gather_asks_for_its_rows_unless_its_caller_did(tmp_path, monkeypatch)
     assert np.array_equal(paging.gather_rows(rows, [7, 3000]), np.asarray(rows)[[7, 3000]]) and asked == [[7, 3000]]
     assert np.array_equal(paging.gather_rows(rows, [9, 4000], read_rows=False), np.asarray(rows)[[9, 4000]])
     assert asked == [[7, 3000]]
+    whole = []  # a pass over the rows (a merge's) is read ahead whole, unless the caller did that already
+    monkeypatch.setattr(paging, "read_ahead", lambda array: whole.append(len(array)))
+    every = np.arange(len(rows))
+    assert np.array_equal(paging.gather_rows(rows, every, read_rows=False), np.asarray(rows)) and whole == []
+    assert np.array_equal(paging.gather_rows(rows, every), np.asarray(rows)) and whole == [len(rows)]
