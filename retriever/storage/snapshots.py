@@ -153,6 +153,8 @@ def _try_copy(root: Path, manifest: Manifest, copy_catalog: Callable[[Path], Non
             _copy_segment(root / SEGMENTS_DIR / ref.name, work / SEGMENTS_DIR / ref.name, ref.deletions, counts)
         _copy_taggers(root / TAGGERS_DIR, work / TAGGERS_DIR)
         manifest = _copy_models(root, manifest, work, dest, counts)
+        for tree in (work / TAGGERS_DIR, work / MODELS_DIR):
+            _fsync_tree(tree)
         replace(manifest, catalog_url=None).save(work)  # the catalog is the file inside
         write_head(work, state.generation)
         fsync_dir(work / SEGMENTS_DIR)
@@ -271,6 +273,15 @@ def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts:
         return {**model, "name": str(dest.resolve() / MODELS_DIR / inside)}
 
     return replace(manifest, model=moved(manifest.model), previous_model=moved(manifest.previous_model))
+
+
+def _fsync_tree(folder: Path) -> None:
+    """fsync every file and folder under ``folder`` (copies ``copytree`` made, links to files already on
+    disk), each folder after what it holds; nothing where there is no ``folder``."""
+    for directory, _, files in os.walk(folder, topdown=False):
+        for name in files:
+            fsync_path(Path(directory) / name)
+        fsync_dir(Path(directory))
 
 
 def _link_or_copy(source: Path, target: Path, counts: dict[str, int]) -> None:

@@ -102,6 +102,30 @@ def test_a_generation_merged_away_mid_copy_is_taken_again(tmp_path, tiny_model_d
     consistent(tmp_path / "snap").close()
 
 
+def test_a_snapshot_flushes_every_file_and_folder_of_its_taggers_and_models(tmp_path, tiny_model_dir, monkeypatch):
+    """``copytree`` leaves its copies in the page cache: each file and folder under ``taggers/`` and
+    ``models/`` is fsynced before the snapshot is renamed into place, so none is empty after a crash."""
+    from retriever.storage import snapshots
+
+    source = tmp_path / "col"
+    with Collection.create(source, tiny_model_dir) as col:
+        col.add([{"id": f"d{i}", "text": f"document {i}"} for i in range(BATCH)])
+        for path in ("taggers/topic/weights.npy", "taggers/topic/meta.json", "models/adapted-g1/config.json",
+                     "models/adapted-g1/tokenizer/vocab.txt"):
+            (source / path).parent.mkdir(parents=True, exist_ok=True)
+            (source / path).write_text(f"contents of {path}")
+        flushed = []
+        monkeypatch.setattr(snapshots, "fsync_path", lambda path: flushed.append(Path(path)))
+        monkeypatch.setattr(snapshots, "fsync_dir", lambda path: flushed.append(Path(path)))
+        col.snapshot(tmp_path / "snap")
+    work = next(path for path in flushed if path.name.startswith(".snap.partial-"))
+    synced = {path.relative_to(work).as_posix() for path in flushed if work in path.parents}
+    for tree in ("taggers", "models"):
+        held = {path.relative_to(tmp_path / "snap").as_posix() for path in (tmp_path / "snap" / tree).rglob("*")}
+        assert held and held | {tree} <= synced
+    assert (tmp_path / "snap" / "models/adapted-g1/tokenizer/vocab.txt").read_text().endswith("vocab.txt")
+
+
 def test_restore_makes_a_live_collection_and_leaves_the_snapshot_alone(tmp_path, tiny_model_dir):
     with Collection.create(tmp_path / "col", tiny_model_dir) as col:
         col.add([{"id": f"d{i}", "text": f"written in batch 0, document {i}"} for i in range(BATCH)])
