@@ -180,22 +180,21 @@ class Searcher:
         """Hits for ranked keys, and their chunks in context; one catalog read for their display fields.
 
         Each hit shows its best dense chunk, or (found by keywords alone) the
-        chunk holding the most distinct query terms.
+        chunk holding the most distinct query terms. Every hit's chunk is
+        known before any text is read, so all their texts are read side by side.
         """
-        _read_texts_ahead(view, [dense_chunks[key] for key, _ in ranked if key in dense_chunks])
-        display = self.catalog.by_keys([key for key, _ in ranked])
         keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
         terms = sorted(set(self.analyzer(query))) if keyword_only else []
+        chunks = {key: dense_chunks[key] if key in dense_chunks else _keyword_chunk(view, sparse_rows[key], terms)
+                  for key, _ in ranked}
+        _read_texts_ahead(view, list(chunks.values()))
+        display = self.catalog.by_keys([key for key, _ in ranked])
         hits, passages = [], []
         for key, score in ranked:
             row = display.get(key)
             if row is None:  # deleted since this view was loaded
                 continue
-            if key in dense_chunks:
-                i, chunk = dense_chunks[key]
-            else:
-                i, doc_row = sparse_rows[key]
-                chunk = keyword_chunk(view.parts[i].segment, doc_row, terms)
+            i, chunk = chunks[key]
             segment = view.parts[i].segment
             start, end = (int(x) for x in segment.spans[chunk])
             first, last = segment.context_chunks(chunk)  # the chunks either side, for the sentences this one cuts
@@ -204,6 +203,12 @@ class Searcher:
             hits.append(Hit(row.id, score, row.title, text, start, end, row.meta))
             passages.append(passage)
         return hits, passages
+
+
+def _keyword_chunk(view: View, part_row: tuple[int, int], terms: list[str]) -> tuple[int, int]:
+    """``(part, chunk row)`` of the chunk of document ``(part, row)`` that holds the most distinct ``terms``."""
+    i, doc_row = part_row
+    return i, keyword_chunk(view.parts[i].segment, doc_row, terms)
 
 
 def _read_texts_ahead(view: View, chunks: list[tuple[int, int]]) -> None:
