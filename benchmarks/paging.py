@@ -2,14 +2,15 @@
 kernel pages by default (reading around every fault), A/B in alternation over the same page cache.
 
     python -m benchmarks.paging [--collection runs/bench/scale/n10000000-compressed] [--queries 200]
-        [--compare paging | read-ahead]
+        [--compare paging | read-ahead] [--mode dense | bm25]
 
 The collection is opened twice in one process; one copy's rescoring rows and texts are put back to the
 kernel's default paging (``MADV_NORMAL``). With ``--compare read-ahead`` the two sides are instead a search
 that asks for its scattered float32 rows and hits' texts all at once (``paging.read_ranges_ahead``, as
 searches do) and one that reads them a fault at a time (the hints turned off for its searches). The
 collection's float32 rows and texts are dropped from the page cache before the timed searches. Queries are real query embeddings (``benchmarks.scale``'s
-cache), a different one for every search, so each side reads rows the other has not just read. The
+cache; their texts with ``--mode bm25``, whose hits' texts are read ahead as dense hits' are), a different one
+for every search, so each side reads rows the other has not just read. The
 difference shows only where the files are larger than the page cache can hold (ten million chunks on a
 23 GB machine); below that, both read memory. Prints the machine, the disk's readahead, and p50 / p90
 of the whole search and of its display stage (texts of the hits) per side.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import statistics
 import time
 from collections import defaultdict
@@ -76,8 +78,17 @@ def main() -> None:
     parser.add_argument("--collection", default=str(BENCH / "scale" / "n10000000-compressed"))
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--compare", choices=("paging", "read-ahead"), default="paging")
+    parser.add_argument("--mode", choices=("dense", "bm25"), default="dense", help="search by vector or by text")
     args = parser.parse_args()
     vectors = np.load(BENCH / "scale" / "real" / "queries.npy")
+    texts = json.loads((BENCH / "scale" / "real" / "query_texts.json").read_text())  # the vectors' queries
+
+    def search(col, row: int) -> None:
+        if args.mode == "dense":
+            col.search(vector=vectors[row], k=10)
+        else:
+            col.search(texts[row], k=10, mode="bm25")
+
     chosen = np.random.default_rng(21).choice(len(vectors), size=min(args.queries, len(vectors)), replace=False)
     if args.compare == "paging":
         sides = {"random": Collection.open(args.collection), "default": Collection.open(args.collection)}
@@ -87,7 +98,7 @@ def main() -> None:
     plain = sides["one-by-one"] if "one-by-one" in sides else None
     display: dict[str, list[float]] = defaultdict(list)
     for name, col in sides.items():
-        col.search(vector=vectors[chosen[0]], k=10)
+        search(col, chosen[0])
         col.timings.listen(lambda stage, s, name=name: display[name].append(s) if stage == "display" else None)
     evict_rows_and_texts(next(iter(sides.values())))
     total: dict[str, list[float]] = defaultdict(list)
@@ -95,9 +106,9 @@ def main() -> None:
         name = list(sides)[i % 2]
         with one_read_at_a_time() if sides[name] is plain else contextlib.nullcontext():
             began = time.perf_counter()
-            sides[name].search(vector=vectors[row], k=10)
+            search(sides[name], row)
             total[name].append(time.perf_counter() - began)
-    print(f"machine: {machine()}; {len(next(iter(sides.values())))} documents")
+    print(f"machine: {machine()}; {len(next(iter(sides.values())))} documents; {args.mode} search")
     for name in sides:
         print(f"  {name:<10} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
               f"display p50 {_ms(display[name], 50)} ms")
