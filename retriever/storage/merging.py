@@ -7,10 +7,11 @@ next tier, so every chunk is rewritten about ``log_factor(N / floor)`` times
 over a collection's life. Tier 0 merges sooner, at ``small_factor`` segments:
 a small segment costs every search a fixed amount (about 0.15 ms dense,
 0.3 ms hybrid), more than rewriting a few thousand chunks once more is worth.
-Segments scanned whole (below ``IndexPolicy.ann_min_rows``: exact, or codes
-of every row) merge as soon as together they reach that size, so the result
-gets an IVF index: such a segment's dense cost grows with its rows (commits
-of 20,000 chunks left a million chunks as 50 exact segments, 27 ms a search).
+Segments below ``IndexPolicy.ann_min_rows`` (exact, or codes in an IVF of few
+lists) merge as soon as together they reach that size, so the result gets an
+IVF index of full lists: such a segment's dense cost grows with its rows
+(commits of 20,000 chunks left a million chunks as 50 exact segments, 27 ms
+a search).
 In the tier that a full merge would take past ``max_commit_merge_chunks``
 (with the defaults, segments of 256,000 to a million chunks), the smallest
 segments that fit under it merge as soon as two do, as Lucene merges fewer
@@ -33,7 +34,6 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
-from retriever.search.vector_index import WHOLE_SCAN
 from retriever.storage.view import SegmentView
 
 
@@ -74,7 +74,7 @@ class MergePolicy:
         """Names of the segments to merge after a commit (empty: none).
 
         Args:
-            exact_below: Segments of fewer chunks are searched exactly
+            exact_below: Segments built with fewer chunks have no IVF of full lists
                 (``IndexPolicy.ann_min_rows``); 0 leaves them to the tiers.
         """
         tiers: dict[int, list[SegmentView]] = {}
@@ -133,8 +133,9 @@ class MergePolicy:
         return chosen
 
     def _exact_to_merge(self, parts: Sequence[SegmentView], exact_below: int) -> list[str]:
-        """The smallest segments scanned whole whose live chunks together first reach ``exact_below`` (two at least)."""
-        exact = sorted((p for p in parts if p.segment.index_type in WHOLE_SCAN), key=lambda p: p.n_live_chunks)
+        """The smallest segments built below ``exact_below`` chunks whose live chunks together first reach it
+        (two at least)."""
+        exact = sorted((p for p in parts if p.segment.n_chunks < exact_below), key=lambda p: p.n_live_chunks)
         chosen, total = [], 0
         for part in exact:
             chosen.append(part)

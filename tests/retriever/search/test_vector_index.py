@@ -11,6 +11,7 @@ import pytest
 
 from retriever.search import ivf_tuning, vector_index
 from retriever.errors import BadInputError, CorruptCollectionError
+from retriever.search.int8_rows import Int8Rows
 from retriever.search.vector_index import IndexPolicy
 
 
@@ -117,7 +118,7 @@ def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(t
 
 # -- compressed codes, rescored -------------------------------------------------
 COMPRESSED = IndexPolicy(ann_min_rows=1000, codes="compressed")
-ROW_CODES = IndexPolicy(ann_min_rows=20_000, codes_min_rows=1000)  # codes of every row from 1,000 to 19,999
+SMALL_CODES = IndexPolicy(ann_min_rows=20_000, codes_min_rows=1000)  # codes in few lists from 1,000 to 19,999
 
 
 def _written(built, folder):
@@ -168,7 +169,7 @@ def test_compressed_codes_meet_the_recall_target_with_a_fraction_of_the_bytes(tm
 @pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
 @pytest.mark.parametrize("n, built_with, searched_with", [
     (5000, COMPRESSED, (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED)),  # IVF: selector, gathering
-    (3000, ROW_CODES, (dataclasses.replace(ROW_CODES, exact_max_rows=0), ROW_CODES)),  # codes of every row
+    (3000, SMALL_CODES, (dataclasses.replace(SMALL_CODES, exact_max_rows=0), SMALL_CODES)),  # codes in few lists
 ])
 def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n, built_with, searched_with, tmp_path):
     vectors = clustered(n, seed=3)
@@ -180,8 +181,6 @@ def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n
         scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), policy)
         assert (rows[0] >= 0).sum() == 10 and allowed[rows[0]].all()
         assert np.all(np.diff(scores[0]) <= 1e-6)
-        if built.info["type"] == "rabitq" and allowed.sum() <= 100:  # every allowed row is a candidate: exact
-            assert np.array_equal(rows, exact_top(vectors, query, 10, allowed))
     assert np.allclose(vector_index.reconstruct(built, np.array([3, 7])), vectors[[3, 7]])
 
 
@@ -195,27 +194,28 @@ def test_damaged_rescoring_rows_are_reported(tmp_path):
         vector_index.read(tmp_path, built.info)
 
 
-# -- codes of every row, rescored (segments too small for lists) ------------------
+# -- codes in an IVF of few lists, rescored (segments too small for full lists) ----------
 
 
-def test_segments_too_small_for_lists_get_codes_of_every_row_only_with_compressed_codes():
-    sizes = {500: "flat", 1000: "rabitq", 19_999: "rabitq", 20_000: "ivf-rabitq"}
-    assert {n: vector_index.index_type_for(n, ROW_CODES) for n in sizes} == sizes
+def test_segments_too_small_for_full_lists_get_codes_in_few_lists_only_with_compressed_codes():
+    sizes = {500: "flat", 1000: "ivf-rabitq", 19_999: "ivf-rabitq", 20_000: "ivf-rabitq"}
+    assert {n: vector_index.index_type_for(n, SMALL_CODES) for n in sizes} == sizes
     floats = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000, codes="float32")
     assert [vector_index.index_type_for(n, floats) for n in (1000, 6000)] == ["flat", "ivf"]
     always = IndexPolicy(ann_min_rows=6000, codes_min_rows=1000, codes="always")
-    assert vector_index.index_type_for(1000, always) == "ivf-rabitq"
-    assert vector_index.index_type_for(20_000, IndexPolicy()) == "rabitq"  # a commit of 20,000 chunks
+    assert vector_index.index_type_for(500, always) == "ivf-rabitq"
+    assert vector_index.index_type_for(20_000, IndexPolicy()) == "ivf-rabitq"  # a commit of 20,000 chunks
+    assert vector_index.index_type_for(16_383, IndexPolicy()) == "flat"
 
 
-def test_codes_of_every_row_meet_the_recall_target_with_exact_scores(tmp_path):
+def test_codes_in_few_lists_meet_the_recall_target_with_exact_scores(tmp_path):
     vectors = clustered(4000, dim=64, seed=1)
-    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
-    assert isinstance(built.index, faiss.IndexRaBitQ) and built.rows is not None
-    assert built.info["type"] == "rabitq" and built.info["recall"] >= 0.97
-    assert built.info["rescore"] in [ROW_CODES.rescore * f for f in ivf_tuning.RESCORE_FACTORS]
+    built = _written(vector_index.build(vectors, SMALL_CODES), tmp_path)
+    assert isinstance(built.index, faiss.IndexIVFRaBitQFastScan) and built.rows is not None
+    assert built.info["type"] == "ivf-rabitq" and built.index.nlist == 4000 // 256 and built.info["recall"] >= 0.97
+    assert built.info["rescore"] in [SMALL_CODES.rescore * f for f in ivf_tuning.RESCORE_FACTORS]
     queries = clustered(100, dim=64, seed=2)
-    scores, found = vector_index.search(built, queries, 10, None, len(vectors), ROW_CODES)
+    scores, found = vector_index.search(built, queries, 10, None, len(vectors), SMALL_CODES)
     truth = exact_top(vectors, queries, 10)
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]) >= 0.95
     assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)
@@ -315,15 +315,41 @@ def test_tuning_halves_the_gap_after_the_first_power_of_two_that_reaches_the_goa
     assert len(tried) <= 7 + ivf_tuning.BISECTIONS  # 1, 2, 4, ..., 64, then the halvings
 
 
+def _codes_of_every_row(vectors, folder):
+    """A segment as written before small segments got lists: 1-bit codes of every row (``rabitq``), read back."""
+    index = faiss.IndexRaBitQ(vectors.shape[1], faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    built = vector_index.VectorIndex(index, {"type": "rabitq", "int8": True, "rescore": 20, "recall": 0.99},
+                                     vectors, Int8Rows.quantize(vectors))
+    return _written(built, folder)
+
+
+def test_segments_written_with_codes_of_every_row_are_still_searched(tmp_path):
+    vectors = clustered(4000, dim=64, seed=1)
+    built = _codes_of_every_row(vectors, tmp_path)
+    assert isinstance(built.index, faiss.IndexRaBitQ) and built.int8 is not None
+    queries = clustered(100, dim=64, seed=2)
+    scores, found = vector_index.search(built, queries, 10, None, len(vectors), SMALL_CODES)
+    truth = exact_top(vectors, queries, 10)
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(found, truth)]) >= 0.95
+    assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)
+    allowed = np.zeros(len(vectors), dtype=bool)
+    allowed[::50] = True  # 80 rows: every one a candidate, so the search is exact
+    scores, rows = vector_index.search(built, queries[:5], 10, allowed, int(allowed.sum()),
+                                       dataclasses.replace(SMALL_CODES, exact_max_rows=0))
+    assert np.array_equal(rows, exact_top(vectors, queries[:5], 10, allowed))
+
+
 def test_an_exact_search_of_codes_of_every_row_reads_the_rows_themselves(tmp_path):
     """``exact=True`` lets every row through a mask with no limit on gathering: the float32 rows are searched,
     not the candidates the codes rank first."""
     vectors = clustered(15_000, dim=64, seed=8)
-    built = _written(vector_index.build(vectors, ROW_CODES), tmp_path)
+    built = _codes_of_every_row(vectors, tmp_path)
     built.info["rescore"] = 1  # 100 candidates of 15,000: the codes alone miss some of the true top 10
     queries = clustered(100, dim=64, seed=9)
     everything = np.ones(len(vectors), dtype=bool)
-    exact = dataclasses.replace(ROW_CODES, exact_max_rows=1 << 62)  # as ranking asks for it
+    exact = dataclasses.replace(SMALL_CODES, exact_max_rows=1 << 62)  # as ranking asks for it
     scores, rows = vector_index.search(built, queries, 10, everything, len(vectors), exact)
     assert np.array_equal(rows, exact_top(vectors, queries, 10))
 

@@ -250,7 +250,7 @@ def test_a_large_merged_segment_gets_ivf_and_filters_still_return_k(codes, kind,
     assert all(int(h.id[1:]) % 3 for h in col.search(vector=queries[0], k=200))  # deleted rows never come back
 
 
-def test_a_commit_below_the_ivf_size_holds_codes_of_every_row_searched_as_exact_search_finds(tmp_path, tiny_embedder):
+def test_a_commit_below_the_ivf_size_holds_codes_in_few_lists_searched_as_exact_search_finds(tmp_path, tiny_embedder):
     dim = tiny_embedder.dim
     policy = IndexPolicy(ann_min_rows=5000, codes_min_rows=500)
     col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy)
@@ -260,8 +260,9 @@ def test_a_commit_below_the_ivf_size_holds_codes_of_every_row_searched_as_exact_
     col.close()
     col = Collection.open(tmp_path / "col")  # read back: codes and rescoring rows
     (segment_info,) = [s["index"] for s in col.info()["segments"]]
-    assert segment_info["type"] == "rabitq" and segment_info["recall"] >= 0.97
-    assert col.reader.current().summary().startswith("1 segment: 1-bit codes, ")
+    assert segment_info["type"] == "ivf-rabitq" and segment_info["nlist"] == 1200 // 256
+    assert segment_info["recall"] >= 0.97
+    assert col.reader.current().summary().startswith(f"1 segment: IVF4 1-bit codes nprobe {segment_info['nprobe']}")
     overlap = []
     for q in unit_rows(30, dim, 6):
         approx = [h.id for h in col.search(vector=q, k=10)]
@@ -483,11 +484,13 @@ def test_batched_searches_from_many_threads_get_the_hits_each_gets_alone(layered
     assert layered.searcher.batcher.batches == batches
 
 
-@pytest.mark.parametrize("codes_min_rows, small", [(16_384, "flat"), (500, "rabitq")])
-def test_segments_scanned_whole_merge_once_together_they_would_get_ivf(codes_min_rows, small, tmp_path, tiny_embedder):
-    """Commits too large for tier 0 but below the IVF size would otherwise sit as segments scanned whole
-    (exact, or codes of every row) until a tier filled (ten of them); two of them reaching the IVF size
-    merge into an IVF segment at the next commit."""
+@pytest.mark.parametrize("codes_min_rows, small", [(16_384, "flat"), (500, "ivf-rabitq")])
+def test_segments_below_the_ivf_size_merge_once_together_they_would_get_full_lists(
+    codes_min_rows, small, tmp_path, tiny_embedder
+):
+    """Commits too large for tier 0 but below the IVF size would otherwise sit as exact segments or IVFs of
+    few lists until a tier filled (ten of them); two of them reaching the IVF size merge into an IVF segment
+    of full lists at the next commit."""
     dim = tiny_embedder.dim
     policy = IndexPolicy(ann_min_rows=1500, codes_min_rows=codes_min_rows)
     col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy, merge_policy=MergePolicy(floor_chunks=100))
@@ -495,7 +498,9 @@ def test_segments_scanned_whole_merge_once_together_they_would_get_ivf(codes_min
     kinds = []
     for start in range(0, 2400, 800):
         col.add(docs(start, 800), vectors=vectors[start : start + 800])
-        kinds.append(sorted(p.segment.index_type for p in col.reader.current().parts))
-    assert kinds == [[small], ["ivf-rabitq"], sorted([small, "ivf-rabitq"])]
+        kinds.append(sorted((p.segment.n_chunks, p.segment.index_type) for p in col.reader.current().parts))
+    assert kinds == [[(800, small)], [(1600, "ivf-rabitq")], [(800, small), (1600, "ivf-rabitq")]]
+    lists = sorted(segment["index"].get("nlist", 0) for segment in col.info()["segments"])
+    assert lists == [0 if small == "flat" else 800 // 256, 64]  # the merged segment's lists are full: 64 at least
     assert len(col) == 2400
     col.close()
