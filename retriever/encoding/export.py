@@ -15,23 +15,25 @@ runtime, so a process that finds its model here never imports torch. The
 graph takes ``input_ids`` and ``attention_mask`` (int64, ``(batch, tokens)``)
 and returns ``embedding`` (float32, ``(batch, dim)``), computed exactly as
 ``Embedder`` does with torch: mean over real tokens, then L2 normalisation.
+At most ``MAX_EXPORTS`` exports are kept: writing one removes those loaded
+least recently beyond them (``prune_exports``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import uuid
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from retriever.encoding.export_cache import MAX_EXPORTS, prune_exports, sweep_export_temporaries
 from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
-from retriever.storage.leftovers import left_over
 from retriever.errors import SemsearchError
 
 CACHE_ENV = "SEMSEARCH_CACHE"
@@ -39,7 +41,6 @@ CACHE_ENV = "SEMSEARCH_CACHE"
 EXPORT_FORMAT = 2
 ONNX_OPSET = 17
 GRAPH_INPUTS = ("input_ids", "attention_mask")
-_TEMPORARY = re.compile(r"\.tmp-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}")  # an export being written
 
 
 class ExportError(SemsearchError):
@@ -118,6 +119,8 @@ def load_export(weights_sha256: str, cache_dir=None) -> Export | None:
         return None
     if meta.get("format") != EXPORT_FORMAT or meta.get("weights_sha256") != weights_sha256:
         return None
+    with contextlib.suppress(OSError):  # a read-only cache is still read
+        os.utime(path)  # loaded now: the folder's mtime orders exports for ``prune_exports``
     return Export(path, weights_sha256, int(meta["dim"]), int(meta["max_tokens"]), bool(meta["do_lower_case"]))
 
 
@@ -205,6 +208,8 @@ def export_model(model, weights_sha256: str, cache_dir=None) -> Export:
         fsync_dir(folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    with contextlib.suppress(OSError):  # a full cache never fails the export it made
+        prune_exports(folder, MAX_EXPORTS, spare=weights_sha256)
     found = load_export(weights_sha256, cache_dir)
     if found is None:
         raise ExportError(f"export of {weights_sha256[:12]} was not readable after writing it")
@@ -338,27 +343,6 @@ def _agreement(plain: Path, fused: Path, vocab_size: int, window: int) -> float:
     return float(np.min(np.sum(outputs[0] * outputs[1], axis=1)))
 
 
-def sweep_export_temporaries(folder: Path) -> list[Path]:
-    """Remove what killed exports left in ``exported/``: ``.tmp-<pid>-<hex>`` and ``.stale-<hex>`` folders.
-
-    A ``.tmp-`` folder goes when ``leftovers.left_over`` says so (its process
-    is gone, or it is a day old; one without a process number only then).
-
-    Returns:
-        The folders removed.
-    """
-    removed = []
-    for path in Path(folder).glob(".tmp-*"):
-        match = _TEMPORARY.fullmatch(path.name)
-        if match and path.is_dir() and left_over(path, int(match["pid"]) if match["pid"] else None):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(path)
-    for path in Path(folder).glob(".stale-*"):  # moved aside to be deleted: never read again
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
-    return removed
-
-
 def _remove_stale(path: Path) -> None:
     """Move aside and delete an export of an older format at ``path``, so a new one can take its place."""
     if not path.is_dir() or load_export(path.name, path.parent.parent) is not None:
@@ -369,3 +353,4 @@ def _remove_stale(path: Path) -> None:
     except OSError:  # another process moved it first
         return
     shutil.rmtree(aside, ignore_errors=True)
+

@@ -8,7 +8,7 @@ import sys
 import time
 
 from retriever import Collection
-from retriever.encoding import export
+from retriever.encoding import export_cache
 from retriever.storage.leftovers import GRACE_S, MAX_AGE_S, sweep_temporaries
 
 
@@ -65,7 +65,7 @@ def test_an_export_sweeps_the_temporary_folders_of_killed_exports(tmp_path):
     aged(dead, GRACE_S + 60)
     aged(old_style, MAX_AGE_S + 60)
     aged(live, MAX_AGE_S - 60)
-    assert sorted(export.sweep_export_temporaries(exported)) == sorted([dead, old_style])
+    assert sorted(export_cache.sweep_export_temporaries(exported)) == sorted([dead, old_style])
     assert not dead.exists() and not old_style.exists() and live.exists()
 
 

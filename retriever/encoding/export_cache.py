@@ -1,0 +1,76 @@
+"""Housekeeping of the export cache's ``exported/`` folder (``retriever.encoding.export``).
+
+What killed exports left (``.tmp-<pid>-<hex>`` folders being written,
+``.stale-<hex>`` folders moved aside to be deleted) is swept before each new
+export, and the exports loaded least recently beyond ``MAX_EXPORTS`` go
+after it. Loading an export touches its folder, so the folder's mtime says
+when it was last used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+from retriever.storage.leftovers import left_over
+
+#: Exports kept: each new one removes the least recently loaded beyond these (with their optimised graphs and
+#: compiled blobs, one of MiniLM's took 0.8-1.4 GB; twelve adapted models filled a disk's last 13 GB).
+MAX_EXPORTS = 4
+_TEMPORARY = re.compile(r"\.tmp-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}")  # an export being written
+
+
+def sweep_export_temporaries(folder: Path) -> list[Path]:
+    """Remove what killed exports left in ``exported/``: ``.tmp-<pid>-<hex>`` and ``.stale-<hex>`` folders.
+
+    A ``.tmp-`` folder goes when ``leftovers.left_over`` says so (its process
+    is gone, or it is a day old; one without a process number only then).
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for path in Path(folder).glob(".tmp-*"):
+        match = _TEMPORARY.fullmatch(path.name)
+        if match and path.is_dir() and left_over(path, int(match["pid"]) if match["pid"] else None):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    for path in Path(folder).glob(".stale-*"):  # moved aside to be deleted: never read again
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def prune_exports(folder: Path, keep: int = MAX_EXPORTS, spare: str = "") -> list[Path]:
+    """Remove the exports in ``folder`` (``exported/``) loaded least recently, beyond the ``keep`` most recent.
+
+    ``spare`` (a weight hash: the export just made) always stays and counts
+    among ``keep``. Each goes as ``_remove_stale`` removes one, moved aside
+    first, so a reader finds an export whole or not at all; a process that
+    already loaded it keeps its graph in memory. Temporary and aside folders
+    are left to ``sweep_export_temporaries``.
+
+    Returns:
+        The exports removed.
+    """
+    exports = []
+    for path in Path(folder).iterdir():
+        if path.name.startswith(".") or path.name == spare or not path.is_dir():
+            continue
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another process
+            exports.append((path.stat().st_mtime_ns, path))
+    room = keep - 1 if spare and (Path(folder) / spare).is_dir() else keep
+    removed = []
+    for _, path in sorted(exports, reverse=True)[max(room, 0):]:
+        aside = path.with_name(f".stale-{uuid.uuid4().hex}")
+        try:
+            os.rename(path, aside)
+        except OSError:  # another process moved it first
+            continue
+        shutil.rmtree(aside, ignore_errors=True)
+        removed.append(path)
+    return removed
