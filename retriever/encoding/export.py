@@ -32,7 +32,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.encoding.export_cache import MAX_EXPORTS, prune_exports, sweep_export_temporaries
+from retriever.encoding.export_cache import MAX_EXPORTS, prune_exports, remove_export, sweep_export_temporaries
 from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 from retriever.errors import SemsearchError
 
@@ -345,12 +345,6 @@ def _agreement(plain: Path, fused: Path, vocab_size: int, window: int) -> float:
 
 def _remove_stale(path: Path) -> None:
     """Move aside and delete an export of an older format at ``path``, so a new one can take its place."""
-    if not path.is_dir() or load_export(path.name, path.parent.parent) is not None:
-        return
-    aside = path.with_name(f".stale-{uuid.uuid4().hex}")
-    try:
-        os.rename(path, aside)
-    except OSError:  # another process moved it first
-        return
-    shutil.rmtree(aside, ignore_errors=True)
+    if path.is_dir() and load_export(path.name, path.parent.parent) is None:
+        remove_export(path)
 

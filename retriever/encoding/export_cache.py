@@ -49,8 +49,8 @@ def prune_exports(folder: Path, keep: int = MAX_EXPORTS, spare: str = "") -> lis
     """Remove the exports in ``folder`` (``exported/``) loaded least recently, beyond the ``keep`` most recent.
 
     ``spare`` (a weight hash: the export just made) always stays and counts
-    among ``keep``. Each goes as ``_remove_stale`` removes one, moved aside
-    first, so a reader finds an export whole or not at all; a process that
+    among ``keep``. Each goes through ``remove_export``, so a reader finds an
+    export whole or not at all; a process that
     already loaded it keeps its graph in memory. Temporary and aside folders
     are left to ``sweep_export_temporaries``.
 
@@ -64,13 +64,16 @@ def prune_exports(folder: Path, keep: int = MAX_EXPORTS, spare: str = "") -> lis
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another process
             exports.append((path.stat().st_mtime_ns, path))
     room = keep - 1 if spare and (Path(folder) / spare).is_dir() else keep
-    removed = []
-    for _, path in sorted(exports, reverse=True)[max(room, 0):]:
-        aside = path.with_name(f".stale-{uuid.uuid4().hex}")
-        try:
-            os.rename(path, aside)
-        except OSError:  # another process moved it first
-            continue
-        shutil.rmtree(aside, ignore_errors=True)
-        removed.append(path)
-    return removed
+    return [path for _, path in sorted(exports, reverse=True)[max(room, 0):] if remove_export(path)]
+
+
+def remove_export(path: Path) -> bool:
+    """Move the export at ``path`` aside (``.stale-<hex>``), then delete it; ``False`` where another process
+    moved it first."""
+    aside = path.with_name(f".stale-{uuid.uuid4().hex}")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return False
+    shutil.rmtree(aside, ignore_errors=True)
+    return True
