@@ -347,4 +347,3 @@ def _remove_stale(path: Path) -> None:
     """Move aside and delete an export of an older format at ``path``, so a new one can take its place."""
     if path.is_dir() and load_export(path.name, path.parent.parent) is None:
         remove_export(path)
-

@@ -50,9 +50,9 @@ def prune_exports(folder: Path, keep: int = MAX_EXPORTS, spare: str = "") -> lis
 
     ``spare`` (a weight hash: the export just made) always stays and counts
     among ``keep``. Each goes through ``remove_export``, so a reader finds an
-    export whole or not at all; a process that
-    already loaded it keeps its graph in memory. Temporary and aside folders
-    are left to ``sweep_export_temporaries``.
+    export whole or not at all; a process that already loaded it keeps its
+    graph in memory. Temporary and aside folders are left to
+    ``sweep_export_temporaries``.
 
     Returns:
         The exports removed.

@@ -90,9 +90,9 @@ class MergePolicy:
                 fitting = self._under_cap(members)
                 if len(fitting) >= 2:
                     return [p.ref.name for p in fitting]
-        exact = self._exact_to_merge(parts, exact_below)
-        if exact:
-            return exact
+        small = self._small_to_merge(parts, exact_below)
+        if small:
+            return small
         for part in parts:
             total = part.segment.n_chunks
             dead = total - part.n_live_chunks
@@ -132,15 +132,15 @@ class MergePolicy:
             chosen.append(part)
         return chosen
 
-    def _exact_to_merge(self, parts: Sequence[SegmentView], exact_below: int) -> list[str]:
+    def _small_to_merge(self, parts: Sequence[SegmentView], exact_below: int) -> list[str]:
         """The smallest segments built below ``exact_below`` chunks whose live chunks together first reach it
         (two at least)."""
-        exact = sorted((p for p in parts if p.segment.n_chunks < exact_below), key=lambda p: p.n_live_chunks)
+        small = sorted((p for p in parts if p.segment.n_chunks < exact_below), key=lambda p: p.n_live_chunks)
         chosen, total = [], 0
-        for part in exact:
+        for part in small:  # none where exact_below is 0
             chosen.append(part)
             total += part.n_live_chunks
-            if exact_below and total >= exact_below and len(chosen) >= 2:
+            if total >= exact_below and len(chosen) >= 2:
                 return [p.ref.name for p in chosen] if total <= self.max_commit_merge_chunks else []
         return []
 
