@@ -16,7 +16,8 @@ graph takes ``input_ids`` and ``attention_mask`` (int64, ``(batch, tokens)``)
 and returns ``embedding`` (float32, ``(batch, dim)``), computed exactly as
 ``Embedder`` does with torch: mean over real tokens, then L2 normalisation.
 At most ``MAX_EXPORTS`` exports are kept: writing one removes those loaded
-least recently beyond them (``prune_exports``).
+least recently beyond them (``prune_exports``), and the ``locations/``
+records that named them.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.encoding.export_cache import MAX_EXPORTS, prune_exports, remove_export, sweep_export_temporaries
+from retriever.encoding.export_cache import (
+    MAX_EXPORTS,
+    forget_removed_locations,
+    prune_exports,
+    remove_export,
+    sweep_export_temporaries,
+)
 from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 from retriever.errors import SemsearchError
 
@@ -209,7 +216,8 @@ def export_model(model, weights_sha256: str, cache_dir=None) -> Export:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     with contextlib.suppress(OSError):  # a full cache never fails the export it made
-        prune_exports(folder, MAX_EXPORTS, spare=weights_sha256)
+        if prune_exports(folder, MAX_EXPORTS, spare=weights_sha256):
+            forget_removed_locations(cache_root(cache_dir))
     found = load_export(weights_sha256, cache_dir)
     if found is None:
         raise ExportError(f"export of {weights_sha256[:12]} was not readable after writing it")

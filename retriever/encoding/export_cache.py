@@ -3,13 +3,14 @@
 What killed exports left (``.tmp-<pid>-<hex>`` folders being written,
 ``.stale-<hex>`` folders moved aside to be deleted) is swept before each new
 export, and the exports loaded least recently beyond ``MAX_EXPORTS`` go
-after it. Loading an export touches its folder, so the folder's mtime says
-when it was last used.
+after it, with the ``locations/`` records that named them. Loading an
+export touches its folder, so the folder's mtime says when it was last used.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -77,3 +78,29 @@ def remove_export(path: Path) -> bool:
         return False
     shutil.rmtree(aside, ignore_errors=True)
     return True
+
+
+def forget_removed_locations(root: Path) -> list[Path]:
+    """Remove the ``locations/`` records under cache ``root`` whose export is gone from ``exported/``.
+
+    A record maps a model directory to its weight hash; once that hash's export
+    is removed, the record only sends a lookup to a missing folder. An
+    unreadable record goes too (the next load fingerprints and records again).
+
+    Returns:
+        The records removed.
+    """
+    exported = Path(root) / "exported"
+    removed = []
+    for record in (Path(root) / "locations").glob("*.json"):
+        try:
+            weights = str(json.loads(record.read_text("utf-8")).get("weights_sha256", ""))
+        except FileNotFoundError:  # removed meanwhile by another process
+            continue
+        except (OSError, ValueError, AttributeError):
+            weights = ""
+        if not (weights and (exported / weights).is_dir()):
+            with contextlib.suppress(FileNotFoundError):
+                record.unlink()
+                removed.append(record)
+    return removed

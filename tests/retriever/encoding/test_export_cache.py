@@ -10,7 +10,7 @@ import numpy as np
 from retriever import Embedder
 from retriever.encoding import export
 from retriever.encoding.export import EXPORT_FORMAT, load_export
-from retriever.encoding.export_cache import prune_exports
+from retriever.encoding.export_cache import forget_removed_locations, prune_exports
 
 
 def _fake_exports(folder, count: int) -> list[str]:
@@ -25,6 +25,24 @@ def _fake_exports(folder, count: int) -> list[str]:
         os.utime(path, ns=(i * 10**9, i * 10**9))
         names.append(name)
     return names
+
+
+def _recorded(root) -> list[str]:
+    """The weight hashes that ``locations/`` records name."""
+    return sorted(json.loads(p.read_text())["weights_sha256"] for p in (root / "locations").glob("*.json"))
+
+
+def test_location_records_of_removed_exports_are_forgotten(tmp_path):
+    names = _fake_exports(tmp_path / "exported", 2)
+    locations = tmp_path / "locations"
+    locations.mkdir()
+    for i, name in enumerate([*names, "f" * 64]):  # the last names an export that is gone
+        (locations / f"{i}.json").write_text(json.dumps({"location": f"/models/{i}", "weights_sha256": name}))
+    (locations / "torn.json").write_text('{"location": ')  # unreadable
+    removed = forget_removed_locations(tmp_path)
+    assert sorted(p.name for p in removed) == ["2.json", "torn.json"]
+    assert _recorded(tmp_path) == sorted(names)
+    assert forget_removed_locations(tmp_path / "no-cache-yet") == []
 
 
 def test_pruning_keeps_the_most_recently_loaded_and_the_export_just_made(tmp_path):
@@ -55,7 +73,9 @@ def test_a_new_export_removes_the_least_recently_loaded_and_its_users_keep_worki
     before = first.embed(["a cached export"])
     second = Embedder(perturbed_model_dir, backend="onnx", cache_dir=tmp_path)
     assert [p.name for p in (tmp_path / "exported").iterdir()] == [second.weights_sha256]
+    assert _recorded(tmp_path) == [second.weights_sha256]  # the first's location record went with its export
     assert np.allclose(first.embed(["a cached export"]), before)  # its graph is loaded already
     again = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # exported again, the other one goes
     assert [p.name for p in (tmp_path / "exported").iterdir()] == [first.weights_sha256]
+    assert _recorded(tmp_path) == [first.weights_sha256]
     assert np.allclose(again.embed(["a cached export"]), before, atol=1e-6)
