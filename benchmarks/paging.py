@@ -81,7 +81,8 @@ def main() -> None:
     parser.add_argument("--mode", choices=("dense", "bm25"), default="dense", help="search by vector or by text")
     args = parser.parse_args()
     vectors = np.load(BENCH / "scale" / "real" / "queries.npy")
-    texts = json.loads((BENCH / "scale" / "real" / "query_texts.json").read_text())  # the vectors' queries
+    texts = (json.loads((BENCH / "scale" / "real" / "query_texts.json").read_text())  # the vectors' queries
+             if args.mode == "bm25" else [])
 
     def search(col, row: int) -> None:
         if args.mode == "dense":
