@@ -186,7 +186,7 @@ def run_restore(args) -> int:
 
 
 def run_check(args) -> int:
-    """Verify the collection; exit 0 when it is whole (or was repaired), 1 when damage remains."""
+    """Verify the collection; exit 0 when it is whole (or was repaired), 1 when damage or an unreadable file remains."""
     from retriever.collection import Collection
 
     with Collection.open(args.collection) as collection:
@@ -195,6 +195,11 @@ def run_check(args) -> int:
         print(json.dumps(report.to_dict()))
     for damage in report.damaged:
         print(f"damaged: {damage.segment}/{damage.file}: {damage.reason}", file=sys.stderr)
+    for refused in report.unreadable:
+        print(f"cannot be read: {refused.segment}/{refused.file}: {refused.reason}", file=sys.stderr)
+    if report.unreadable and args.repair:
+        print(f"repair refused: {len(report.unreadable)} file(s) could not be read, so nothing was dropped; "
+              "give semsearch access to them and run check again", file=sys.stderr)
     ids = sorted({doc_id for found in report.documents.values() for doc_id in found})
     if report.unverified:
         print(f"no checksums recorded (written by an older semsearch): {', '.join(report.unverified)}", file=sys.stderr)
@@ -203,4 +208,4 @@ def run_check(args) -> int:
           + ("; repaired: those documents are gone, re-index them" if report.repaired else ""), file=sys.stderr)
     if report.repaired and not args.json:
         print("\n".join(ids))
-    return EXIT_OK if report.ok or report.repaired else EXIT_FAILURE
+    return EXIT_OK if report.ok or (report.repaired and not report.unreadable) else EXIT_FAILURE

@@ -3,7 +3,9 @@
 Damage is reported with the file and the documents its segment holds, never
 served as a result of a merge. ``repair`` publishes a new generation without
 the damaged segments and their documents (the ids come back for
-re-indexing); it removes nothing it does not report.
+re-indexing); it removes nothing it does not report, and nothing at all
+while a file cannot be read (an operating system's refusal is no damage:
+the documents may be whole behind it).
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = F
     """Verify the last committed generation of the collection at ``root``; with ``repair``, drop what is damaged.
 
     ``writer`` is the collection's ``Writer``: a repair holds its lock from the check to the publish.
+    A repair publishes nothing while ``report.unreadable`` lists any file (``repaired`` stays False).
     """
     if not repair:
         return _check(root, catalog, catalog.state())
     with writer.locked():
         state = catalog.state()
         report = _check(root, catalog, state)
-        if report.documents:  # what can be dropped: damaged segments' documents, documents without rows
+        if report.documents and not report.unreadable:  # what can be dropped: damaged segments' documents, documents without rows
             damaged = set(report.documents)
             ids = sorted({doc_id for ids in report.documents.values() for doc_id in ids})
             kept = [ref for ref in state.segments if ref.name not in damaged]
@@ -44,7 +47,7 @@ def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
     _check_catalog_file(catalog, report)
     check_segments(Path(root) / SEGMENTS_DIR, state.segments, report)
     damaged = sorted({d.segment for d in report.damaged} - {CATALOG})
-    if not damaged and not report.damaged:
+    if not damaged and not report.damaged and not report.unreadable:
         _check_coverage(Path(root) / SEGMENTS_DIR, catalog, state, report)
     if damaged:
         bad_keys = {d.segment for d in report.damaged if d.file in ("keys.npy", "segment.json")}

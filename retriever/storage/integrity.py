@@ -9,6 +9,11 @@ for merges, which refuse to carry damage forward, and for ``check``.
 
 A segment written before checksums existed is "unverified": its structure is
 checked, its bytes cannot be.
+
+Damage is what the bytes say: a checksum that does not match, a file that is
+missing, truncated or malformed. A file the operating system refuses to
+open (permissions, an I/O error) is "unreadable": reported, never damage, so
+a repair never drops documents it could not read.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from retriever.errors import CorruptCollectionError
+from retriever.errors import CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import write_durably
 from retriever.storage.segment_files import CHECKSUM_SUFFIX, META, deletion_file
 _BLOCK = 1 << 20
@@ -75,6 +80,8 @@ class CheckReport:
         files: Files whose bytes were verified.
         bytes: Their size.
         damaged: Each damaged file.
+        unreadable: Each file the operating system refused to read (its ``reason`` names the error): not
+            damage, and a repair drops nothing while any is left.
         unverified: Segments without recorded checksums (written by an older semsearch).
         documents: Per damaged segment, the ids of the documents it holds.
         repaired: Whether a new generation without the damaged segments was published.
@@ -85,28 +92,44 @@ class CheckReport:
     files: int = 0
     bytes: int = 0
     damaged: list[Damage] = field(default_factory=list)
+    unreadable: list[Damage] = field(default_factory=list)
     unverified: list[str] = field(default_factory=list)
     documents: dict[str, list[str]] = field(default_factory=dict)
     repaired: bool = False
 
     @property
     def ok(self) -> bool:
-        return not self.damaged
+        """Whether every file was read and none is damaged."""
+        return not self.damaged and not self.unreadable
 
     def to_dict(self) -> dict[str, Any]:
         return {"generation": self.generation, "ok": self.ok, "segments": self.segments, "files": self.files,
-                "bytes": self.bytes, "damaged": [d.__dict__ for d in self.damaged], "unverified": self.unverified,
+                "bytes": self.bytes, "damaged": [d.__dict__ for d in self.damaged],
+                "unreadable": [d.__dict__ for d in self.unreadable], "unverified": self.unverified,
                 "documents": self.documents, "repaired": self.repaired}
 
 
+def _os_reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
 def verify_segment(folder: Path, deletions: int, report: CheckReport) -> list[Damage]:
-    """Every byte of one segment as of a generation (its files and deletion file ``deletions``, 0: none)."""
+    """Every byte of one segment as of a generation (its files and deletion file ``deletions``, 0: none).
+
+    Returns:
+        The damaged files; files the operating system refused to read go to ``report.unreadable``.
+    """
     folder = Path(folder)
     try:
         meta = json.loads((folder / META).read_text(encoding="utf-8"))
         recorded = meta.get("checksums")
-    except (OSError, ValueError, AttributeError) as exc:
-        return [Damage(folder.name, META, f"unreadable: {exc}")]
+    except FileNotFoundError:
+        return [Damage(folder.name, META, "missing")]
+    except OSError as exc:
+        report.unreadable.append(Damage(folder.name, META, f"cannot be opened: {_os_reason(exc)}"))
+        return []
+    except (ValueError, AttributeError) as exc:
+        return [Damage(folder.name, META, f"malformed: {exc}")]
     found = []
     if recorded is None:
         report.unverified.append(folder.name)
@@ -118,14 +141,24 @@ def verify_segment(folder: Path, deletions: int, report: CheckReport) -> list[Da
         except FileNotFoundError:
             if folder.name not in report.unverified:
                 report.unverified.append(folder.name)
+        except OSError as exc:
+            report.unreadable.append(Damage(folder.name, name + CHECKSUM_SUFFIX, f"cannot be opened: {_os_reason(exc)}"))
+        except ValueError:  # not ASCII: the check below names the mismatch
+            recorded = {**recorded, name: "unreadable"}
     for name, expected in sorted(recorded.items()):
         path = folder / name
         try:
             actual = crc32_of(path)
             report.files += 1
             report.bytes += path.stat().st_size
+        except FileNotFoundError:
+            found.append(Damage(folder.name, name, "missing"))
+            continue
+        except IsADirectoryError:
+            found.append(Damage(folder.name, name, "a folder, not a file"))
+            continue
         except OSError as exc:
-            found.append(Damage(folder.name, name, f"cannot be read: {exc.strerror or exc}"))
+            report.unreadable.append(Damage(folder.name, name, f"cannot be opened: {_os_reason(exc)}"))
             continue
         if actual != expected:
             found.append(Damage(folder.name, name, f"checksum {actual}, recorded {expected}"))
@@ -140,12 +173,20 @@ def check_segments(segments_dir: Path, refs: Sequence[Any], report: CheckReport)
 
 
 def refuse_damage(segments_dir: Path, refs: Sequence[Any], what: str) -> None:
-    """Raise ``CorruptCollectionError`` naming the damaged files when any of ``refs`` is damaged."""
+    """Raise naming the files when any of ``refs`` is damaged or cannot be read.
+
+    Raises:
+        CorruptCollectionError: A file is damaged.
+        SemsearchError: A file could not be read (permissions, I/O): nothing to repair, access to restore.
+    """
     report = CheckReport()
     check_segments(segments_dir, refs, report)
     if report.damaged:
         listed = "; ".join(f"{d.segment}/{d.file}: {d.reason}" for d in report.damaged)
         raise CorruptCollectionError(f"{what} stopped: damaged file(s): {listed}; run semsearch check --repair")
+    if report.unreadable:
+        listed = "; ".join(f"{d.segment}/{d.file}: {d.reason}" for d in report.unreadable)
+        raise SemsearchError(f"{what} stopped: file(s) that cannot be read: {listed}")
 
 
 def segment_keys(folder: Path) -> np.ndarray | None:

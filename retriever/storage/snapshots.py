@@ -19,15 +19,30 @@ three steps:
 
 ``restore`` makes a snapshot a live collection again at a new path the
 same way: the catalog copied, the segment files linked or copied.
+
+Either side may be a folder someone else wrote, so only what is the
+collection's own is carried: regular files opened without following a link
+(a symbolic link, FIFO or device is a ``CorruptCollectionError`` naming it),
+folders that are no links, and of a segment only the files its
+``segment.json`` names. The manifest written is the one on disk as of the
+generation copied (read before and after the catalog, so a model switch in
+another process is never missed), with only the model of that generation.
+A work folder ``.<dest>.partial-<pid>-<hex>`` is swept by a later snapshot
+or restore into the same folder once its process is gone (``leftovers``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
+import re
+import secrets
 import shutil
 import sqlite3
+import stat
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -35,17 +50,23 @@ from typing import Any, Callable
 
 from sqlalchemy import insert, select
 
-from retriever.errors import BadInputError, SemsearchError
+from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import fsync_dir, fsync_path
 from retriever.storage.catalog import Catalog, CatalogState, metadata_obj
 from retriever.storage.cleanup import MODELS_DIR, TAGGERS_DIR
 from retriever.storage.generations import write_head
+from retriever.storage.leftovers import left_over
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
 from retriever.storage.segment import META, SEGMENTS_DIR
-from retriever.storage.segment_files import deletion_file, deletion_files
+from retriever.storage.segment_files import deletion_file, deletion_files, own_folder, regular_file
 
 MAX_TRIES = 5
+MAX_NAME_BYTES = 200  # a destination's name, leaving room for its work folder's within the file system's 255
 _ROWS_PER_BATCH = 5_000
+#: A snapshot's or restore's work folder beside its destination (older ones lack the ``-<hex>``).
+WORK_FOLDER = re.compile(r"\.(?P<dest>.+)\.partial-(?P<pid>[0-9]+)(-[0-9a-f]{8})?")
+_being_written: set[Path] = set()  # destinations this process is writing now
+_being_written_lock = threading.Lock()
 
 
 @dataclass
@@ -95,16 +116,21 @@ def take_snapshot(root: Path, manifest: Manifest, catalog: Catalog, dest: Path,
         dest: Where the snapshot goes.
         locked: Returns the collection's write-lock context manager, taken after ``MAX_TRIES`` failed tries.
 
+    The manifest written is read from ``root`` around the catalog copy, not
+    taken from ``manifest``, which another process may have changed since.
+
     Raises:
-        BadInputError: ``dest`` exists, or lies inside the collection.
+        BadInputError: ``dest`` exists, lies inside the collection, or is being written by this process already.
+        CorruptCollectionError: A file or folder of the collection is a link, or not a regular file.
     """
     dest = _check_destination(Path(dest), Path(root))
     report = SnapshotReport(dest)
-    for attempt in range(1, MAX_TRIES + 2):
-        report.tries = attempt
-        with locked() if attempt > MAX_TRIES else contextlib.nullcontext():  # at last writers wait: nothing goes
-            if _try_copy(root, manifest, lambda target: _copy_catalog(catalog, target), dest, report):
-                return report
+    with _claimed(dest):
+        for attempt in range(1, MAX_TRIES + 2):
+            report.tries = attempt
+            with locked() if attempt > MAX_TRIES else contextlib.nullcontext():  # at last writers wait: nothing goes
+                if _try_copy(root, lambda target: _copy_catalog(catalog, target), dest, report):
+                    return report
     raise SemsearchError(f"snapshot of {root}: files kept changing under it, even under the write lock")
 
 
@@ -112,8 +138,10 @@ def restore_snapshot(snapshot: Path, dest: Path) -> SnapshotReport:
     """Make the snapshot at ``snapshot`` a live collection at ``dest`` (which must not exist).
 
     Raises:
-        BadInputError: ``dest`` exists, or the snapshot's catalog is not a SQLite file inside it.
+        BadInputError: ``dest`` exists or is being written, or the snapshot's catalog is not a SQLite file
+            inside it.
         CollectionNotFoundError: ``snapshot`` holds no collection.
+        CorruptCollectionError: A file or folder of the snapshot is a link, or not a regular file.
     """
     snapshot = Path(snapshot)
     manifest = Manifest.load(snapshot)
@@ -122,44 +150,105 @@ def restore_snapshot(snapshot: Path, dest: Path) -> SnapshotReport:
                             "restore takes a snapshot that semsearch snapshot wrote")
     dest = _check_destination(Path(dest), snapshot)
     report = SnapshotReport(dest, tries=1)
-    if not _try_copy(snapshot, manifest, lambda target: _backup_sqlite(snapshot / DEFAULT_CATALOG, target), dest,
-                     report):
-        raise SemsearchError(f"restore from {snapshot}: a file of the snapshot disappeared while it was read")
+
+    def copy_catalog(target: Path) -> None:
+        try:
+            _backup_sqlite(regular_file(snapshot / DEFAULT_CATALOG), target)
+        except FileNotFoundError:
+            raise SemsearchError(f"catalog {snapshot / DEFAULT_CATALOG} is missing") from None
+
+    with _claimed(dest):
+        if not _try_copy(snapshot, copy_catalog, dest, report):
+            raise SemsearchError(f"restore from {snapshot}: a file of the snapshot disappeared while it was read")
     return report
 
 
+@contextlib.contextmanager
+def _claimed(dest: Path):
+    """``dest`` marked as being written by this process for the ``with`` block; a second claim is refused.
+
+    Raises:
+        BadInputError: Another snapshot or restore of this process writes ``dest`` now.
+    """
+    with _being_written_lock:
+        if dest in _being_written:
+            raise BadInputError(f"{dest}: a snapshot or restore to it is being taken now; choose another directory")
+        _being_written.add(dest)
+    try:
+        yield
+    finally:
+        with _being_written_lock:
+            _being_written.discard(dest)
+
+
+def sweep_work_folders(folder: Path) -> list[Path]:
+    """Remove the work folders that killed snapshots and restores left in ``folder`` (``leftovers.left_over``).
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    with contextlib.suppress(OSError):
+        for path in Path(folder).iterdir():
+            match = WORK_FOLDER.fullmatch(path.name)
+            if match and not path.is_symlink() and path.is_dir() and left_over(path, int(match["pid"])):
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+    return removed
+
+
 def _check_destination(dest: Path, root: Path) -> Path:
-    dest = dest.expanduser().absolute()
-    if dest.exists() or dest.is_symlink():
-        raise BadInputError(f"{dest} exists; a snapshot or restore goes to a new directory")
-    if dest.resolve().is_relative_to(root.resolve()):
-        raise BadInputError(f"{dest} is inside the collection {root}; choose a directory outside it")
-    if not dest.parent.is_dir():
-        raise BadInputError(f"{dest.parent}: no such directory")
+    """``dest`` made absolute, when it is a new folder outside the collection at ``root`` in a folder that exists.
+
+    Raises:
+        BadInputError: Naming what is wrong with ``dest``.
+    """
+    try:
+        dest = dest.expanduser().absolute()
+        if len(os.fsencode(dest.name)) > MAX_NAME_BYTES:
+            raise BadInputError(f"destination name {dest.name[:40]!r}...: at most {MAX_NAME_BYTES} bytes")
+        if os.path.lexists(dest):
+            raise BadInputError(f"{dest} exists; a snapshot or restore goes to a new directory")
+        if dest.resolve().is_relative_to(root.resolve()):
+            raise BadInputError(f"{dest} is inside the collection {root}; choose a directory outside it")
+        if not dest.parent.is_dir():
+            raise BadInputError(f"{dest.parent}: no such directory")
+    except (OSError, ValueError, RuntimeError) as exc:  # a NUL byte, a name too long, a loop of links
+        if isinstance(exc, BadInputError):
+            raise
+        raise BadInputError(f"destination {str(dest)[:200]!r}: {getattr(exc, 'strerror', None) or exc}") from None
     return dest
 
 
-def _try_copy(root: Path, manifest: Manifest, copy_catalog: Callable[[Path], None], dest: Path,
-              report: SnapshotReport) -> bool:
-    """One attempt into a temporary folder beside ``dest``, renamed into place when whole; False if files went."""
-    work = dest.parent / f".{dest.name}.partial-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
+def _try_copy(root: Path, copy_catalog: Callable[[Path], None], dest: Path, report: SnapshotReport) -> bool:
+    """One attempt into a work folder beside ``dest``, renamed into place when whole; False if files went."""
+    sweep_work_folders(dest.parent)
+    work = dest.parent / f".{dest.name}.partial-{os.getpid()}-{secrets.token_hex(4)}"
     (work / SEGMENTS_DIR).mkdir(parents=True)
     try:
+        before = Manifest.load(root)
         copy_catalog(work / DEFAULT_CATALOG)
         state = _state_of(work / DEFAULT_CATALOG)
+        if Manifest.load(root) != before:
+            raise _Gone(root / "manifest.json")  # a switch or compact changed it meanwhile: its model may differ
+        manifest = _as_of(before, state.generation)
         counts = {"linked": 0, "copied": 1, "bytes": (work / DEFAULT_CATALOG).stat().st_size}
         for ref in state.segments:
             _copy_segment(root / SEGMENTS_DIR / ref.name, work / SEGMENTS_DIR / ref.name, ref.deletions, counts)
-        _copy_taggers(root / TAGGERS_DIR, work / TAGGERS_DIR)
+        _copy_tree(root / TAGGERS_DIR, work / TAGGERS_DIR, counts, link=False)
         manifest = _copy_models(root, manifest, work, dest, counts)
         for tree in (work / TAGGERS_DIR, work / MODELS_DIR):
             _fsync_tree(tree)
-        replace(manifest, catalog_url=None).save(work)  # the catalog is the file inside
+        manifest.save(work)
         write_head(work, state.generation)
         fsync_dir(work / SEGMENTS_DIR)
         fsync_dir(work)
-        os.rename(work, dest)
+        try:
+            os.rename(work, dest)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise BadInputError(f"{dest} exists; a snapshot or restore goes to a new directory") from None
         fsync_dir(dest.parent)
     except _Gone:
         shutil.rmtree(work, ignore_errors=True)
@@ -172,6 +261,13 @@ def _try_copy(root: Path, manifest: Manifest, copy_catalog: Callable[[Path], Non
     report.documents = _document_count(dest / DEFAULT_CATALOG)
     report.seconds = round(time.perf_counter() - report._started, 3)
     return True
+
+
+def _as_of(manifest: Manifest, generation: int) -> Manifest:
+    """``manifest`` as a snapshot of ``generation`` keeps it: the model of that generation only (no switch
+    before or after it), and its catalog the file inside."""
+    return replace(manifest, model=manifest.model_at(generation), model_since=0, previous_model=None,
+                   catalog_url=None)
 
 
 def _copy_catalog(catalog: Catalog, target: Path) -> None:
@@ -226,42 +322,100 @@ def _document_count(path: Path) -> int:
 
 
 def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, int]) -> None:
-    """The files of one segment as of a generation: its own, and its deletion file of that generation."""
+    """The files of one segment as of a generation: those its ``segment.json`` names (all but other
+    generations' deletion files, for a segment older than checksums), and its deletion file of that generation.
+
+    ``segment.json`` is linked or copied last and must still be the one read first: a segment changed in place
+    meanwhile (``upgrade --int8``) is taken again by the next attempt.
+    """
     try:
+        own_folder(source)
         names = sorted(p.name for p in source.iterdir())
+        meta_bytes = _read_regular(source / META)
     except FileNotFoundError:
         raise _Gone(source) from None
     wanted_deletions = deletion_file(deletions) if deletions else None
     kept = deletion_files(deletions) if deletions else set()
-    if wanted_deletions and wanted_deletions not in names or META not in names:
+    if wanted_deletions and wanted_deletions not in names:
         raise _Gone(source)  # being removed: a listing taken mid-way lacks files
     try:
-        recorded = json.loads((source / META).read_text(encoding="utf-8")).get("checksums") or {}
-    except (OSError, ValueError):
-        raise _Gone(source) from None
-    if not set(recorded) <= set(names):
+        recorded = json.loads(meta_bytes.decode("utf-8")).get("checksums")
+    except (ValueError, AttributeError):
+        raise CorruptCollectionError(f"{source / META} is malformed") from None
+    if recorded is None:  # written before checksums: every file of the folder but other deletions
+        wanted = {name for name in names if not name.startswith("deleted.") and name != META} | kept
+    else:
+        wanted = set(recorded) | (kept & set(names))
+    if not wanted <= set(names):
         raise _Gone(source)
     target.mkdir()
-    for name in names:
-        if name.startswith("deleted.") and name not in kept:
-            continue
+    for name in sorted(wanted):
         _link_or_copy(source / name, target / name, counts)
+    _link_or_copy(source / META, target / META, counts)
+    if _read_regular(target / META) != meta_bytes:
+        raise _Gone(source / META)
     fsync_dir(target)
 
 
-def _copy_taggers(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target, ignore=shutil.ignore_patterns(".*"))
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at ``path``, opened without following a link or waiting on a FIFO."""
+    descriptor = _open_regular(path)
+    with os.fdopen(descriptor, "rb") as stream:
+        return stream.read()
+
+
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor of ``path``, which must be a regular file itself.
+
+    Raises:
+        FileNotFoundError: Nothing is there.
+        CorruptCollectionError: A symbolic link, FIFO, device or folder is there.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise CorruptCollectionError(f"{path} is a symbolic link; a collection's files must be its own") from None
+        if exc.errno == errno.EISDIR:
+            raise CorruptCollectionError(f"{path} is not a regular file") from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise CorruptCollectionError(f"{path} is not a regular file")
+    return descriptor
+
+
+def _copy_tree(source: Path, target: Path, counts: dict[str, int], link: bool = True) -> None:
+    """The folders and regular files under ``source`` (names starting with ``.``, temporaries, left out)
+    into the new folder ``target``, linked (``link``) or copied; nothing when there is no ``source``.
+
+    Raises:
+        CorruptCollectionError: ``source`` or anything under it is a symbolic link or no folder or regular file.
+    """
+    try:
+        mode = os.lstat(source).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
+        raise CorruptCollectionError(f"{source} is not a folder of the collection's own (a link, or a file)")
+    target.mkdir()
+    with os.scandir(source) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                _copy_tree(Path(entry.path), target / entry.name, counts, link)
+            else:
+                _link_or_copy(Path(entry.path), target / entry.name, counts, link)
 
 
 def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts: dict[str, int]) -> Manifest:
     """The collection's own models (``models/``, where ``adapt -c`` puts them) linked or copied into ``work``,
     and ``manifest`` with the models it names there renamed to their place under ``dest``."""
     source = root.resolve() / MODELS_DIR
-    if not source.is_dir():
+    if not os.path.lexists(source):
         return manifest
-    shutil.copytree(source, work / MODELS_DIR, ignore=shutil.ignore_patterns(".*"),  # no temporaries
-                    copy_function=lambda file, target: _link_or_copy(Path(file), Path(target), counts))
+    _copy_tree(source, work / MODELS_DIR, counts)
 
     def moved(model: dict[str, Any] | None) -> dict[str, Any] | None:
         if model is None:
@@ -284,18 +438,46 @@ def _fsync_tree(folder: Path) -> None:
         fsync_dir(Path(directory))
 
 
-def _link_or_copy(source: Path, target: Path, counts: dict[str, int]) -> None:
+def _link_or_copy(source: Path, target: Path, counts: dict[str, int], link: bool = True) -> None:
+    """The regular file ``source`` at ``target``: hard-linked (``link``) where the file system allows, copied
+    otherwise; a link, FIFO or device at ``source`` is refused, never followed.
+
+    Raises:
+        _Gone: ``source`` is missing (a later commit or merge removed it).
+        CorruptCollectionError: ``source`` is no regular file of its own.
+    """
     try:
-        size = source.stat().st_size
-        try:
-            os.link(source, target)
-            counts["linked"] += 1
-        except OSError as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise
-            shutil.copyfile(source, target)  # another file system, or links refused
-            fsync_path(target)
-            counts["copied"] += 1
+        descriptor = _open_regular(source)
     except FileNotFoundError:
         raise _Gone(source) from None
-    counts["bytes"] += size
+    try:
+        opened = os.fstat(descriptor)
+        if link and _linked(source, target, opened):
+            counts["linked"] += 1
+        else:
+            with os.fdopen(os.dup(descriptor), "rb") as reader, open(target, "xb") as writer:
+                shutil.copyfileobj(reader, writer)
+            fsync_path(target)
+            counts["copied"] += 1
+    finally:
+        os.close(descriptor)
+    counts["bytes"] += opened.st_size
+
+
+def _linked(source: Path, target: Path, opened: os.stat_result) -> bool:
+    """Whether ``target`` is now a hard link of the file ``opened`` (the one at ``source`` when it was opened).
+
+    The link is made of ``source`` itself, never of what a link there points to; a ``source`` replaced since
+    it was opened is unlinked again (False: the caller copies what it opened).
+    """
+    try:
+        os.link(source, target, follow_symlinks=False)
+    except FileNotFoundError:
+        raise _Gone(source) from None
+    except OSError:
+        return False  # another file system, or links refused
+    made = os.lstat(target)
+    if (made.st_dev, made.st_ino) != (opened.st_dev, opened.st_ino):
+        target.unlink()
+        return False
+    return True

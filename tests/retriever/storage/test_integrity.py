@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -90,7 +94,7 @@ def test_older_segments_without_checksums_are_unverified_not_damaged(collection)
 def test_a_missing_file_is_damage(collection):
     (segment(collection, 1) / "doc_lengths.npy").unlink()
     report = collection.check()
-    assert [(d.file, "cannot be read" in d.reason) for d in report.damaged] == [("doc_lengths.npy", True)]
+    assert [(d.file, d.reason) for d in report.damaged] == [("doc_lengths.npy", "missing")] and not report.unreadable
 
 
 def test_catalog_documents_without_segment_rows_are_found_and_repaired(collection):
@@ -120,3 +124,33 @@ def test_a_damaged_sqlite_catalog_is_reported(collection):
     with Collection.open(collection.root) as again:
         report = again.check()
     assert not report.ok and report.damaged[0].segment == "catalog" and report.damaged[0].file == "catalog.sqlite"
+
+
+def _without_file_access_rights(argv: list[str]) -> list[str]:
+    """``argv`` run so that file permissions apply: as root, without the capabilities that bypass them."""
+    if os.geteuid() != 0:
+        return argv
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root and util-linux's setpriv is missing: file permissions cannot be made to apply")
+    return ["setpriv", "--bounding-set=-dac_override,-dac_read_search", "--", *argv]
+
+
+def test_a_file_that_cannot_be_opened_is_an_error_and_repair_drops_nothing(collection):
+    path, generation = collection.root, collection.info()["generation"]
+    meta = segment(collection, 1) / "segment.json"
+    collection.close()
+    meta.chmod(0)
+    try:
+        argv = [str(Path(sys.executable).parent / "semsearch"), "check", "--repair", "--json", "-c", str(path)]
+        result = subprocess.run(_without_file_access_rights(argv), capture_output=True, text=True, timeout=300)
+    finally:
+        if meta.exists():  # a repair that dropped the segment removed it
+            meta.chmod(0o644)
+    assert result.returncode == 1, result.stderr
+    report = json.loads(result.stdout.splitlines()[0])
+    assert not report["repaired"] and report["damaged"] == [] and report["documents"] == {}
+    assert [(u["segment"], u["file"]) for u in report["unreadable"]] == [(meta.parent.name, "segment.json")]
+    assert "Permission denied" in report["unreadable"][0]["reason"]
+    assert "nothing was dropped" in result.stderr and "Permission denied" in result.stderr
+    with Collection.open(path) as again:  # every document is still there, in the same generation
+        assert len(again) == 11 and again.info()["generation"] == generation and again.check().ok

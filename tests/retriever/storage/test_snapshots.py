@@ -95,7 +95,7 @@ def test_a_generation_merged_away_mid_copy_is_taken_again(tmp_path, tiny_model_d
             col.compact()  # a writer merges the three segments away before their files are linked
 
         report = SnapshotReport(tmp_path / "snap")
-        assert not _try_copy(source, col.manifest, copy_then_merge, tmp_path / "snap", report)
+        assert not _try_copy(source, copy_then_merge, tmp_path / "snap", report)
         assert not (tmp_path / "snap").exists() and not list(tmp_path.glob(".snap.partial-*"))
         report = col.snapshot(tmp_path / "snap")
     assert report.segments == 1 and report.documents == 3 * BATCH
