@@ -17,7 +17,9 @@ and returns ``embedding`` (float32, ``(batch, dim)``), computed exactly as
 ``Embedder`` does with torch: mean over real tokens, then L2 normalisation.
 At most ``MAX_EXPORTS`` exports are kept: writing one removes those loaded
 least recently beyond them (``prune_exports``), and the ``locations/``
-records that named them.
+records that named them. An ``Export`` holds a lease on its folder for as
+long as it lives (``export_lease``), and an export leased by a live process
+is never removed, so a backend may read its files long after loading it.
 """
 
 from __future__ import annotations
@@ -30,16 +32,18 @@ import os
 import shutil
 import uuid
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from retriever.encoding.export_cache import (
     MAX_EXPORTS,
     forget_removed_locations,
     prune_exports,
+    recorded_weights,
     remove_export,
     sweep_export_temporaries,
 )
+from retriever.encoding.export_lease import ExportLease, leased
 from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 from retriever.errors import SemsearchError
 
@@ -70,6 +74,8 @@ class Export:
         dim: Embedding dimension.
         max_tokens: The model's window, special tokens included.
         do_lower_case: Whether texts are lower-cased before tokenising.
+        lease: This process's lease on ``path``, held as long as the export is referenced (``None``: unleased,
+            as an ``Export`` made by hand).
     """
 
     path: Path
@@ -77,6 +83,7 @@ class Export:
     dim: int
     max_tokens: int
     do_lower_case: bool
+    lease: ExportLease | None = field(default=None, compare=False, repr=False)
 
     @property
     def onnx_path(self) -> Path:
@@ -118,17 +125,23 @@ class Export:
 
 
 def load_export(weights_sha256: str, cache_dir=None) -> Export | None:
-    """The cached export for a weight hash, or ``None`` when there is none (or it is unreadable)."""
+    """The cached export for a weight hash, leased (``Export.lease``), or ``None`` when there is none (or it
+    is unreadable, or being removed)."""
     path = cache_root(cache_dir) / "exported" / weights_sha256
+    lease = ExportLease.take(path)  # before reading: a leased export is not removed while it is read
+    if lease is None:
+        return None
     try:
         meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        meta = {}
     if meta.get("format") != EXPORT_FORMAT or meta.get("weights_sha256") != weights_sha256:
+        lease.release()
         return None
     with contextlib.suppress(OSError):  # a read-only cache is still read
         os.utime(path)  # loaded now: the folder's mtime orders exports for ``prune_exports``
-    return Export(path, weights_sha256, int(meta["dim"]), int(meta["max_tokens"]), bool(meta["do_lower_case"]))
+    dim, max_tokens, do_lower_case = int(meta["dim"]), int(meta["max_tokens"]), bool(meta["do_lower_case"])
+    return Export(path, weights_sha256, dim, max_tokens, do_lower_case, lease)
 
 
 def location_fingerprint(location: Path | str) -> str | None:
@@ -153,10 +166,10 @@ def find_export(location: Path | str, cache_dir=None) -> Export | None:
     if fingerprint is None:
         return None
     try:
-        record = json.loads((cache_root(cache_dir) / "locations" / f"{fingerprint}.json").read_text("utf-8"))
-    except (OSError, ValueError):
+        weights = recorded_weights(cache_root(cache_dir) / "locations" / f"{fingerprint}.json")
+    except OSError:
         return None
-    return load_export(str(record.get("weights_sha256", "")), cache_dir)
+    return load_export(weights, cache_dir) if weights else None
 
 
 def remember_location(location: Path | str, weights_sha256: str, cache_dir=None) -> None:
@@ -352,6 +365,14 @@ def _agreement(plain: Path, fused: Path, vocab_size: int, window: int) -> float:
 
 
 def _remove_stale(path: Path) -> None:
-    """Move aside and delete an export of an older format at ``path``, so a new one can take its place."""
+    """Move aside and delete an export of an older format at ``path``, so a new one can take its place.
+
+    Raises:
+        ExportError: A process still uses that export (holds a lease on it).
+    """
     if path.is_dir() and load_export(path.name, path.parent.parent) is None:
-        remove_export(path)
+        if not remove_export(path) and leased(path):
+            raise ExportError(
+                f"the export of {path.name[:12]} in an older format is in use by another process; "
+                "it is made again once no process uses it"
+            )

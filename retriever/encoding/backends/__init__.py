@@ -70,4 +70,4 @@ def load(name: str, *, export=None, model=None, threads: int | None = None) -> B
         return OnnxBackend(graph, precision, threads)
     from retriever.encoding.backends.openvino_backend import OpenVinoBackend
 
-    return OpenVinoBackend(graph, precision, threads)
+    return OpenVinoBackend(graph, precision, threads, lease=export.lease)

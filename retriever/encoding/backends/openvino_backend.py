@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.encoding import threads as thread_settings
+from retriever.encoding.export_lease import ExportLease
 from retriever.storage.atomic import atomic_write
 from retriever.encoding.backends.rows import normalize_rows
 
@@ -47,15 +48,24 @@ class OpenVinoBackend:
             ``"int8"`` (the int8-quantised graph, computed in f32 elsewhere).
         threads: Inference threads (default: the cores available).
         fixed_shapes: Run small inputs on fixed-shape graphs (default True).
+        lease: The lease on the export that holds ``graph`` (``Export.lease``), kept as long as this backend
+            lives: the dynamic graph and fixed-shape copies are compiled from ``graph`` on first use, so
+            the export must not be pruned meanwhile (default ``None``: the caller keeps it).
     """
 
     def __init__(
-        self, graph: Path, precision: str = "fp32", threads: int | None = None, fixed_shapes: bool = True
+        self,
+        graph: Path,
+        precision: str = "fp32",
+        threads: int | None = None,
+        fixed_shapes: bool = True,
+        lease: ExportLease | None = None,
     ) -> None:
         import openvino
 
         self.name = f"openvino-{precision}"
         self._graph = Path(graph)
+        self._lease = lease
         self._core = openvino.Core()
         self._config = thread_settings.openvino_config(threads) | {"INFERENCE_PRECISION_HINT": _PRECISION_HINTS[precision]}
         # Compiled graphs are cached beside the graph, so a later process loads one in a fraction of the

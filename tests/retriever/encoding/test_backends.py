@@ -94,12 +94,16 @@ def test_an_export_of_an_older_format_is_made_again(tiny_model_dir, tmp_path):
     for path in folder.glob("model.fused*"):
         path.unlink()
     assert find_export(tiny_model_dir, tmp_path) is None
+    with pytest.raises(BadInputError, match="in use by another process"):  # ``first`` still uses the old one
+        Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
+    before, sha = first.embed(TEXTS), first.weights_sha256
+    del first  # its lease goes with it
 
     again = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
     export = find_export(tiny_model_dir, tmp_path)
     assert export is not None and export.fused_path is not None
-    assert [p.name for p in (tmp_path / "exported").iterdir()] == [first.weights_sha256]  # nothing stale left
-    np.testing.assert_allclose(again.embed(TEXTS), first.embed(TEXTS), atol=1e-5)
+    assert [p.name for p in (tmp_path / "exported").iterdir()] == [sha]  # nothing stale left
+    np.testing.assert_allclose(again.embed(TEXTS), before, atol=1e-5)
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,12 @@
-"""The export cache stays bounded: the least recently loaded exports go when a new one is written."""
+"""The export cache stays bounded: the least recently loaded exports go when a new one is written, unless in use."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -11,6 +14,8 @@ from retriever import Embedder
 from retriever.encoding import export
 from retriever.encoding.export import EXPORT_FORMAT, load_export
 from retriever.encoding.export_cache import forget_removed_locations, prune_exports
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _fake_exports(folder, count: int) -> list[str]:
@@ -65,17 +70,88 @@ def test_loading_an_export_makes_it_the_most_recent(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == sorted([names[0], names[3]])
 
 
-def test_a_new_export_removes_the_least_recently_loaded_and_its_users_keep_working(
+def test_a_new_export_keeps_the_exports_in_use_and_removes_them_once_unused(
     tiny_model_dir, perturbed_model_dir, tmp_path, monkeypatch
 ):
     monkeypatch.setattr(export, "MAX_EXPORTS", 1)
     first = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)
     before = first.embed(["a cached export"])
     second = Embedder(perturbed_model_dir, backend="onnx", cache_dir=tmp_path)
-    assert [p.name for p in (tmp_path / "exported").iterdir()] == [second.weights_sha256]
-    assert _recorded(tmp_path) == [second.weights_sha256]  # the first's location record went with its export
-    assert np.allclose(first.embed(["a cached export"]), before)  # its graph is loaded already
-    again = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # exported again, the other one goes
-    assert [p.name for p in (tmp_path / "exported").iterdir()] == [first.weights_sha256]
-    assert _recorded(tmp_path) == [first.weights_sha256]
+    unused = second.weights_sha256
+    exported = sorted([first.weights_sha256, unused])
+    assert sorted(p.name for p in (tmp_path / "exported").iterdir()) == exported  # the first is in use
+    assert _recorded(tmp_path) == exported
+    del first, second  # their leases go with them
+    again = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # found in the cache, leased again
     assert np.allclose(again.embed(["a cached export"]), before, atol=1e-6)
+    assert [p.name for p in prune_exports(tmp_path / "exported", keep=1)] == [unused]
+    assert [p.name for p in (tmp_path / "exported").iterdir()] == [again.weights_sha256]
+
+
+def test_a_record_that_is_not_an_object_finds_no_export(tiny_model_dir, tmp_path):
+    export.remember_location(tiny_model_dir, "0" * 64, tmp_path)
+    (record,) = (tmp_path / "locations").glob("*.json")
+    record.write_text("[1, 2]")  # JSON, but not a record
+    assert export.find_export(tiny_model_dir, tmp_path) is None
+    assert forget_removed_locations(tmp_path) == [record]
+
+
+_SERVE_LONG_PASSAGES = """
+import sys
+from retriever import Embedder
+
+embedder = Embedder(sys.argv[1], backend="openvino-fp32", cache_dir=sys.argv[2])
+print(embedder.weights_sha256, flush=True)
+sys.stdin.readline()  # until the other process has written its export
+texts = [" ".join(["green tea after picking"] * 12)] * 40  # more rows than fixed shapes take: the dynamic graph
+vectors = embedder.embed(texts, batch_size=len(texts))
+print(vectors.shape[0], flush=True)
+"""
+
+_HOLD_EXPORT = """
+import sys
+from retriever.encoding.export import load_export
+
+held = load_export(sys.argv[1], sys.argv[2])
+print("held" if held is not None else "missing", flush=True)
+sys.stdin.readline()
+"""
+
+
+def _python(code: str, *args) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def test_an_export_a_running_process_uses_survives_other_processes_exports(
+    tiny_model_dir, perturbed_model_dir, tmp_path, monkeypatch
+):
+    """A server compiles OpenVINO's variable-size graph from its export only at its first large batch."""
+    with _python(_SERVE_LONG_PASSAGES, tiny_model_dir, tmp_path) as server:
+        try:
+            in_use = server.stdout.readline().strip()
+            assert in_use, server.stderr.read()
+            monkeypatch.setattr(export, "MAX_EXPORTS", 1)
+            other = Embedder(perturbed_model_dir, backend="onnx", cache_dir=tmp_path)  # prunes beyond one export
+            out, err = server.communicate("go\n", timeout=300)
+        finally:
+            if server.poll() is None:
+                server.kill()
+    assert server.returncode == 0 and out.strip() == "40", err
+    assert sorted(p.name for p in (tmp_path / "exported").iterdir()) == sorted([in_use, other.weights_sha256])
+
+
+def test_pruning_passes_by_exports_leased_by_live_processes_only(tmp_path):
+    folder = tmp_path / "exported"
+    names = _fake_exports(folder, 3)
+    with _python(_HOLD_EXPORT, names[0], tmp_path) as holder:  # the oldest, in use by another process
+        try:
+            assert holder.stdout.readline().strip() == "held", holder.stderr.read()
+            os.utime(folder / names[0], ns=(0, 0))  # loaded long ago, in use since
+            assert sorted(p.name for p in prune_exports(folder, keep=2)) == [names[1]]  # it counts as loaded now
+            assert sorted(p.name for p in folder.iterdir()) == [names[0], names[2]]
+        finally:
+            holder.kill()  # killed: its lease goes with it
+            holder.wait()
+    assert [p.name for p in prune_exports(folder, keep=1)] == [names[0]]
+    assert [p.name for p in folder.iterdir()] == [names[2]]
