@@ -46,6 +46,12 @@ _remembered: dict[str, str] = {}  # URL without password -> password, for this p
 _given: set[str] = set()  # URLs without password the user gave in this process
 
 
+def sqlite_url(path: str | os.PathLike) -> str:
+    """The SQLAlchemy URL of the SQLite file at ``path``, its ``?``, ``#`` and ``%`` escaped (a folder may be
+    named ``a?b``; a plain ``f"sqlite:///{path}"`` would read the rest as the URL's query)."""
+    return URL.create("sqlite", database=str(path)).render_as_string(hide_password=False)
+
+
 def _parse(url: str | URL) -> URL | None:
     """``url`` parsed, or ``None`` when it is not a SQLAlchemy URL."""
     if isinstance(url, URL):

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from retriever.errors import CollectionNotFoundError, CorruptCollectionError, FormatVersionError, ModelMismatchError
 from retriever.storage.atomic import atomic_write_text
+from retriever.storage.catalog_url import sqlite_url
 
 MANIFEST = "manifest.json"
 FORMAT = "semsearch-collection"
@@ -115,7 +116,7 @@ class Manifest:
         """The SQLAlchemy URL of the catalog for a collection at ``root``."""
         if self.catalog_url:
             return self.catalog_url
-        return f"sqlite:///{(Path(root) / DEFAULT_CATALOG).resolve()}"
+        return sqlite_url((Path(root) / DEFAULT_CATALOG).resolve())
 
     def save(self, root: Path) -> None:
         """Write ``manifest.json`` into ``root`` atomically."""

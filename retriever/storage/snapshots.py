@@ -41,7 +41,6 @@ import re
 import secrets
 import shutil
 import sqlite3
-import stat
 import threading
 import time
 from dataclasses import dataclass, field, replace
@@ -53,10 +52,12 @@ from sqlalchemy import insert, select
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import fsync_dir, fsync_path
 from retriever.storage.catalog import Catalog, CatalogState, metadata_obj
+from retriever.storage.catalog_url import sqlite_url
 from retriever.storage.cleanup import MODELS_DIR, TAGGERS_DIR
 from retriever.storage.generations import write_head
 from retriever.storage.leftovers import left_over
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
+from retriever.storage.own_files import FileGone, copy_tree, link_or_copy, read_regular
 from retriever.storage.segment import META, SEGMENTS_DIR
 from retriever.storage.segment_files import deletion_file, deletion_files, own_folder, regular_file
 
@@ -99,10 +100,6 @@ class SnapshotReport:
     def to_dict(self) -> dict[str, Any]:
         names = ("generation", "documents", "segments", "linked", "copied", "bytes", "tries")
         return {"path": str(self.path), **{name: getattr(self, name) for name in names}, "seconds": self.seconds}
-
-
-class _Gone(Exception):
-    """A file of the generation being copied was removed by a later commit or merge."""
 
 
 def take_snapshot(root: Path, manifest: Manifest, catalog: Catalog, dest: Path,
@@ -230,12 +227,12 @@ def _try_copy(root: Path, copy_catalog: Callable[[Path], None], dest: Path, repo
         copy_catalog(work / DEFAULT_CATALOG)
         state = _state_of(work / DEFAULT_CATALOG)
         if Manifest.load(root) != before:
-            raise _Gone(root / "manifest.json")  # a switch or compact changed it meanwhile: its model may differ
+            raise FileGone(root / "manifest.json")  # a switch or compact changed it meanwhile: its model may differ
         manifest = _as_of(before, state.generation)
         counts = {"linked": 0, "copied": 1, "bytes": (work / DEFAULT_CATALOG).stat().st_size}
         for ref in state.segments:
             _copy_segment(root / SEGMENTS_DIR / ref.name, work / SEGMENTS_DIR / ref.name, ref.deletions, counts)
-        _copy_tree(root / TAGGERS_DIR, work / TAGGERS_DIR, counts, link=False)
+        copy_tree(root / TAGGERS_DIR, work / TAGGERS_DIR, counts, link=False)
         manifest = _copy_models(root, manifest, work, dest, counts)
         for tree in (work / TAGGERS_DIR, work / MODELS_DIR):
             _fsync_tree(tree)
@@ -250,7 +247,7 @@ def _try_copy(root: Path, copy_catalog: Callable[[Path], None], dest: Path, repo
                 raise
             raise BadInputError(f"{dest} exists; a snapshot or restore goes to a new directory") from None
         fsync_dir(dest.parent)
-    except _Gone:
+    except FileGone:
         shutil.rmtree(work, ignore_errors=True)
         return False
     except BaseException:
@@ -275,7 +272,7 @@ def _copy_catalog(catalog: Catalog, target: Path) -> None:
     if catalog.engine.dialect.name == "sqlite":
         _backup_sqlite(Path(catalog.engine.url.database), target)
         return
-    copy = Catalog(f"sqlite:///{target}")
+    copy = Catalog(sqlite_url(target))
     try:
         metadata_obj.create_all(copy.engine)
         with catalog.engine.connect() as source, copy.engine.begin() as sink:
@@ -294,7 +291,7 @@ def _backup_sqlite(source: Path, target: Path) -> None:
     """SQLite's online backup of ``source`` into ``target``: one consistent copy, writers not stopped."""
     if not source.is_file():
         raise SemsearchError(f"catalog {source} is missing")
-    reader = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+    reader = sqlite3.connect(f"{Path(source).absolute().as_uri()}?mode=ro", uri=True)  # ?, # and % escaped
     writer = sqlite3.connect(target)
     try:
         reader.backup(writer)
@@ -306,7 +303,7 @@ def _backup_sqlite(source: Path, target: Path) -> None:
 
 
 def _state_of(path: Path) -> CatalogState:
-    catalog = Catalog(f"sqlite:///{path}")
+    catalog = Catalog(sqlite_url(path))
     try:
         return catalog.state()
     finally:
@@ -314,7 +311,7 @@ def _state_of(path: Path) -> CatalogState:
 
 
 def _document_count(path: Path) -> int:
-    catalog = Catalog(f"sqlite:///{path}")
+    catalog = Catalog(sqlite_url(path))
     try:
         return catalog.counts()[0]
     finally:
@@ -331,13 +328,13 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
     try:
         own_folder(source)
         names = sorted(p.name for p in source.iterdir())
-        meta_bytes = _read_regular(source / META)
+        meta_bytes = read_regular(source / META)
     except FileNotFoundError:
-        raise _Gone(source) from None
+        raise FileGone(source) from None
     wanted_deletions = deletion_file(deletions) if deletions else None
     kept = deletion_files(deletions) if deletions else set()
     if wanted_deletions and wanted_deletions not in names:
-        raise _Gone(source)  # being removed: a listing taken mid-way lacks files
+        raise FileGone(source)  # being removed: a listing taken mid-way lacks files
     try:
         recorded = json.loads(meta_bytes.decode("utf-8")).get("checksums")
     except (ValueError, AttributeError):
@@ -347,66 +344,14 @@ def _copy_segment(source: Path, target: Path, deletions: int, counts: dict[str, 
     else:
         wanted = set(recorded) | (kept & set(names))
     if not wanted <= set(names):
-        raise _Gone(source)
+        raise FileGone(source)
     target.mkdir()
     for name in sorted(wanted):
-        _link_or_copy(source / name, target / name, counts)
-    _link_or_copy(source / META, target / META, counts)
-    if _read_regular(target / META) != meta_bytes:
-        raise _Gone(source / META)
+        link_or_copy(source / name, target / name, counts)
+    link_or_copy(source / META, target / META, counts)
+    if read_regular(target / META) != meta_bytes:
+        raise FileGone(source / META)
     fsync_dir(target)
-
-
-def _read_regular(path: Path) -> bytes:
-    """The bytes of the regular file at ``path``, opened without following a link or waiting on a FIFO."""
-    descriptor = _open_regular(path)
-    with os.fdopen(descriptor, "rb") as stream:
-        return stream.read()
-
-
-def _open_regular(path: Path) -> int:
-    """A read-only descriptor of ``path``, which must be a regular file itself.
-
-    Raises:
-        FileNotFoundError: Nothing is there.
-        CorruptCollectionError: A symbolic link, FIFO, device or folder is there.
-    """
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise CorruptCollectionError(f"{path} is a symbolic link; a collection's files must be its own") from None
-        if exc.errno == errno.EISDIR:
-            raise CorruptCollectionError(f"{path} is not a regular file") from None
-        raise
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        raise CorruptCollectionError(f"{path} is not a regular file")
-    return descriptor
-
-
-def _copy_tree(source: Path, target: Path, counts: dict[str, int], link: bool = True) -> None:
-    """The folders and regular files under ``source`` (names starting with ``.``, temporaries, left out)
-    into the new folder ``target``, linked (``link``) or copied; nothing when there is no ``source``.
-
-    Raises:
-        CorruptCollectionError: ``source`` or anything under it is a symbolic link or no folder or regular file.
-    """
-    try:
-        mode = os.lstat(source).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(mode) or not stat.S_ISDIR(mode):
-        raise CorruptCollectionError(f"{source} is not a folder of the collection's own (a link, or a file)")
-    target.mkdir()
-    with os.scandir(source) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if entry.name.startswith("."):
-                continue
-            if entry.is_dir(follow_symlinks=False):
-                _copy_tree(Path(entry.path), target / entry.name, counts, link)
-            else:
-                _link_or_copy(Path(entry.path), target / entry.name, counts, link)
 
 
 def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts: dict[str, int]) -> Manifest:
@@ -415,7 +360,7 @@ def _copy_models(root: Path, manifest: Manifest, work: Path, dest: Path, counts:
     source = root.resolve() / MODELS_DIR
     if not os.path.lexists(source):
         return manifest
-    _copy_tree(source, work / MODELS_DIR, counts)
+    copy_tree(source, work / MODELS_DIR, counts)
 
     def moved(model: dict[str, Any] | None) -> dict[str, Any] | None:
         if model is None:
@@ -438,46 +383,3 @@ def _fsync_tree(folder: Path) -> None:
         fsync_dir(Path(directory))
 
 
-def _link_or_copy(source: Path, target: Path, counts: dict[str, int], link: bool = True) -> None:
-    """The regular file ``source`` at ``target``: hard-linked (``link``) where the file system allows, copied
-    otherwise; a link, FIFO or device at ``source`` is refused, never followed.
-
-    Raises:
-        _Gone: ``source`` is missing (a later commit or merge removed it).
-        CorruptCollectionError: ``source`` is no regular file of its own.
-    """
-    try:
-        descriptor = _open_regular(source)
-    except FileNotFoundError:
-        raise _Gone(source) from None
-    try:
-        opened = os.fstat(descriptor)
-        if link and _linked(source, target, opened):
-            counts["linked"] += 1
-        else:
-            with os.fdopen(os.dup(descriptor), "rb") as reader, open(target, "xb") as writer:
-                shutil.copyfileobj(reader, writer)
-            fsync_path(target)
-            counts["copied"] += 1
-    finally:
-        os.close(descriptor)
-    counts["bytes"] += opened.st_size
-
-
-def _linked(source: Path, target: Path, opened: os.stat_result) -> bool:
-    """Whether ``target`` is now a hard link of the file ``opened`` (the one at ``source`` when it was opened).
-
-    The link is made of ``source`` itself, never of what a link there points to; a ``source`` replaced since
-    it was opened is unlinked again (False: the caller copies what it opened).
-    """
-    try:
-        os.link(source, target, follow_symlinks=False)
-    except FileNotFoundError:
-        raise _Gone(source) from None
-    except OSError:
-        return False  # another file system, or links refused
-    made = os.lstat(target)
-    if (made.st_dev, made.st_ino) != (opened.st_dev, opened.st_ino):
-        target.unlink()
-        return False
-    return True

@@ -133,14 +133,14 @@ def test_a_snapshot_during_an_int8_upgrade_takes_each_segment_whole(tmp_path, ti
         col.add([{"id": f"v{i}", "text": f"vector {i}"} for i in range(40)], vectors=vectors)
         folder = path / "segments" / col.info()["segments"][0]["name"]
         strip_int8(folder)
-        link_or_copy, upgraded = snapshots._link_or_copy, []
+        link_or_copy, upgraded = snapshots.link_or_copy, []
 
         def upgrade_before_the_segment_json(source: Path, target: Path, counts: dict) -> None:
             if source.name == "segment.json" and not upgraded:  # the upgrade lands between the listing and it
                 upgraded.append(add_int8_rows(path, progress=False))
             link_or_copy(source, target, counts)
 
-        monkeypatch.setattr(snapshots, "_link_or_copy", upgrade_before_the_segment_json)
+        monkeypatch.setattr(snapshots, "link_or_copy", upgrade_before_the_segment_json)
         report = col.snapshot(tmp_path / "snap")
     assert upgraded == [1] and report.tries == 2
     copied = tmp_path / "snap" / "segments" / folder.name
@@ -211,3 +211,15 @@ def test_the_work_folder_of_a_killed_snapshot_is_swept_once_its_process_is_gone(
     assert not left.exists() and alive.is_dir()
     with Collection.open(tmp_path / "snap") as snap:
         assert len(snap) == len(DOCS)
+
+
+def test_folders_whose_names_read_as_url_parts_hold_collections_and_snapshots(tmp_path, tiny_model_dir):
+    odd = tmp_path / "a?b#c%d"  # a catalog URL built by pasting the path would end at '?' or '#'
+    odd.mkdir()
+    with Collection.create(odd / "col", tiny_model_dir) as col:
+        col.add(DOCS)
+        report = col.snapshot(odd / "snap?1")
+    assert report.documents == len(DOCS) and not list(odd.glob(".*"))
+    with Collection.restore(odd / "snap?1", odd / "live#2") as live:
+        assert len(live) == len(DOCS) and live.check().ok
+    assert sorted(p.name for p in odd.iterdir()) == ["col", "live#2", "snap?1"]
