@@ -19,6 +19,13 @@ field at fault is ``where``), 401 and 403 ``AuthenticationError``, 503
 ``SemsearchError``; a server that cannot be reached or does not answer within
 ``timeout`` is a ``ServerUnreachableError`` naming the URL.
 
+Redirects are followed only within the server's origin (its scheme, host
+name and port): a redirect to another port, host name or scheme (https to
+http, or back), to a URL with credentials in it, or to something that is no
+http(s) URL is a ``SemsearchError`` naming where it pointed, raised before
+anything is sent there, so the API key reaches no other origin
+(``SameOriginRedirects``).
+
 Where a server differs from a local collection: writes go in requests of at
 most ``batch_size`` documents, each one atomic commit on the server (bounded
 by its request deadline, 4 s by default); ``delete`` sends one request per id;
@@ -27,6 +34,7 @@ by its request deadline, 4 s by default); ``delete`` sends one request per id;
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import urllib.error
@@ -41,6 +49,7 @@ import numpy as np
 from retriever import validation
 from retriever.collection import DEFAULT_MODE, Collection, Vectors
 from retriever.documents import Document, Evidence, Hit, TermMatch
+from retriever.redirects import SAME_ORIGIN_OPENER
 from retriever.encoding.embedder import InputTooLongWarning
 from retriever.errors import (
     AuthenticationError,
@@ -99,7 +108,9 @@ class RemoteCollection:
         return self._call("GET", "/stats")
 
     def __len__(self) -> int:
-        return int(self.info()["documents"])
+        answer = self.info()
+        with self._reading("/stats"):
+            return int(answer["documents"])
 
     def __contains__(self, doc_id: str) -> bool:
         return self.get(doc_id) is not None
@@ -108,7 +119,9 @@ class RemoteCollection:
     def dim(self) -> int:
         """The dimension of the server's model (asked once)."""
         if self._dim is None:
-            self._dim = int(self.info()["dim"])
+            answer = self.info()
+            with self._reading("/stats"):
+                self._dim = int(answer["dim"])
         return self._dim
 
     def get(self, doc_id: str) -> Document | None:
@@ -123,7 +136,8 @@ class RemoteCollection:
         found = self._call("GET", _document_path(doc_id), missing_ok=True)
         if found is None:
             return None
-        return Document(id=found["id"], text=found["text"], title=found["title"], metadata=found["metadata"])
+        with self._reading("/documents"):
+            return Document(id=found["id"], text=found["text"], title=found["title"], metadata=found["metadata"])
 
     def search(
         self,
@@ -161,7 +175,9 @@ class RemoteCollection:
                                 "evidence": evidence}
         if vector is not None:
             body["vector"] = _vector_rows(vector, "query vector", single=True)[0]
-        return [_hit(found) for found in self._call("POST", "/search", body)["hits"]]
+        answer = self._call("POST", "/search", body)
+        with self._reading("/search"):
+            return [_hit(found) for found in answer["hits"]]
 
     def embed(self, texts: Sequence[str] | str, *, on_overflow: str = "warn") -> np.ndarray:
         """Embed texts with the server's model.
@@ -182,8 +198,9 @@ class RemoteCollection:
         cut: list[int] = []
         for start, batch in _batches(texts):
             answer = self._call("POST", "/embed", {"texts": batch, "truncate": on_overflow == "warn"})
-            rows += answer["embeddings"]
-            cut += [start + i for i in answer["truncated"]]
+            with self._reading("/embed"):
+                rows += answer["embeddings"]
+                cut += [start + i for i in answer["truncated"]]
         if cut:
             warnings.warn(
                 f"{len(cut)} of {len(texts)} text(s) exceed the model's window (first: text {cut[0]}); "
@@ -244,7 +261,8 @@ class RemoteCollection:
                 for i, doc in enumerate(docs[start : start + batch_size])
             ]
             answer = self._call("POST", "/documents", {"documents": body, "upsert": upsert})
-            report.merge(WriteReport(answer["added"], answer["updated"], answer["unchanged"], [], answer["chunks"]))
+            with self._reading("/documents"):
+                report.merge(WriteReport(answer["added"], answer["updated"], answer["unchanged"], [], answer["chunks"]))
         return report
 
     # -- HTTP -------------------------------------------------------------
@@ -256,7 +274,7 @@ class RemoteCollection:
             headers["Authorization"] = f"Bearer {self._api_key}"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with SAME_ORIGIN_OPENER.open(request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
@@ -275,6 +293,15 @@ class RemoteCollection:
             return json.loads(raw or b"null")
         except ValueError:
             raise SemsearchError(f"{self.url}{path} did not answer JSON: is it a semsearch server?") from None
+
+    @contextlib.contextmanager
+    def _reading(self, path: str) -> Iterator[None]:
+        """Turn an answer of ``path`` that lacks the fields read in the block into a ``SemsearchError``."""
+        try:
+            yield
+        except (KeyError, TypeError, IndexError, ValueError) as exc:
+            raise SemsearchError(f"{self.url}{path} answered without the fields a semsearch server sends "
+                                 f"({type(exc).__name__}: {printable(str(exc), 80)}): is it a semsearch server?") from None
 
     def _error(self, status: int, detail: str, fields_at_fault: list[str]) -> SemsearchError:
         """The semsearch error for an error answer of the server."""
@@ -302,7 +329,7 @@ def _detail(exc: urllib.error.HTTPError) -> str:
     except (ValueError, OSError, http.client.HTTPException):
         exc.answer = None
     detail = exc.answer.get("detail") if isinstance(exc.answer, dict) else None
-    return " ".join(str(detail).split()) if detail else f"HTTP {exc.code} {exc.reason}"
+    return " ".join(str(detail if detail else f"HTTP {exc.code} {exc.reason}").split())
 
 
 def _fields(exc: urllib.error.HTTPError) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import time
@@ -41,3 +42,16 @@ def wait_until_listening(process: subprocess.Popen, port: int, log: Path, timeou
             if time.monotonic() > deadline:
                 pytest.fail(f"nothing listened on port {port} within {timeout:g} s: {log.read_text()}")
             time.sleep(0.2)
+
+
+def answer_json(handler, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Send ``status`` and the JSON ``body`` (with ``headers``) from an ``http.server`` request handler; a client
+    that hung up meanwhile is no error."""
+    handler.send_response(status)
+    for name, value in (headers or {}).items():
+        handler.send_header(name, value)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    with contextlib.suppress(OSError):
+        handler.wfile.write(body)

@@ -26,9 +26,10 @@ from retriever.errors import (  # noqa: E402
     SemsearchError,
     ServerUnreachableError,
 )
+from retriever.redirects import redirect_refusal  # noqa: E402
 from retriever.remote import RemoteCollection  # noqa: E402
 from tests.app.test_server import DOCS  # noqa: E402
-from tests.processes import free_port  # noqa: E402
+from tests.processes import answer_json, free_port  # noqa: E402
 from tests.retriever.live_server import live_server  # noqa: E402
 
 KEY = "remote-test-key"
@@ -145,12 +146,7 @@ class Canned(http.server.BaseHTTPRequestHandler):
     def do_GET(self):  # noqa: N802 - http.server's name
         status, body, wait = self.answer
         time.sleep(wait)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        with contextlib.suppress(OSError):
-            self.wfile.write(body)
+        answer_json(self, status, body)
 
     do_POST = do_DELETE = do_GET
 
@@ -204,3 +200,105 @@ def test_a_slow_server_is_a_timeout_naming_it(canned):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert RemoteCollection(canned).search("tea") == []
+
+
+class Origin(http.server.BaseHTTPRequestHandler):
+    """One origin on loopback: records every request ``(method, path, Host, Authorization, body)`` in ``seen``
+    and answers through ``respond(method, path)`` -> ``(status, {header: value}, body bytes)``."""
+
+    seen: list
+    respond = None
+
+    def do_GET(self):  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append((self.command, self.path, self.headers.get("Host"), self.headers.get("Authorization"), body))
+        status, headers, answer = type(self).respond(self.command, self.path)
+        self.send_response(status)
+        for name, value in (headers | {"Content-Type": "application/json", "Content-Length": str(len(answer))}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        with contextlib.suppress(OSError):
+            self.wfile.write(answer)
+
+    do_POST = do_DELETE = do_HEAD = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def origin(respond) -> Iterator[tuple[str, list]]:
+    """A server on its own loopback port (its own origin); yields ``(base URL, the requests it saw)``."""
+    handler = type("OriginHandler", (Origin,), {"seen": [], "respond": staticmethod(respond)})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", handler.seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+STORED = json.dumps({"id": "tea", "text": "Green tea.", "title": "Tea", "metadata": {}}).encode()
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_to_another_origin_is_refused_and_the_key_stays_home(status):
+    with origin(lambda method, path: (200, {}, STORED)) as (elsewhere, seen_elsewhere), \
+            origin(lambda method, path: (status, {"Location": elsewhere + path}, b"{}")) as (home, seen_home):
+        with pytest.raises(SemsearchError, match=rf"redirected to {elsewhere}, another origin: not followed") as err:
+            RemoteCollection(home, api_key=KEY).get("tea")
+        assert type(err.value) is SemsearchError and "\n" not in str(err.value)
+        assert seen_elsewhere == []  # not even asked, with or without the key
+        assert [(m, p, a) for m, p, _, a, _ in seen_home] == [("GET", "/documents/tea", f"Bearer {KEY}")]
+
+
+@pytest.mark.parametrize("location, shown", [
+    ("https://127.0.0.1:{port}/documents/tea", "https://127.0.0.1:{port}"),  # another scheme, same host and port
+    ("//localhost:{port}/documents/tea", "http://localhost:{port}"),  # another name of the same server
+    ("http://127.0.0.1:{port}@127.0.0.2:{port}/documents/tea", "http://127.0.0.2:{port}"),  # userinfo trick
+    ("http://someone@127.0.0.1:{port}/documents/tea", "a URL with credentials in it"),
+])
+def test_a_redirect_to_another_scheme_name_or_user_is_refused(location, shown):
+    def respond(method, path):
+        return (302, {"Location": location.format(port=port)}, b"{}") if path == "/documents/tea" else (200, {}, STORED)
+
+    with origin(respond) as (home, seen):
+        port = int(home.rsplit(":", 1)[1])
+        with pytest.raises(SemsearchError, match="not followed") as err:
+            RemoteCollection(home, api_key=KEY).get("tea")
+        assert shown.format(port=port) in str(err.value)
+        assert [p for _, p, _, _, _ in seen] == ["/documents/tea"]
+
+
+def test_a_redirect_within_the_origin_is_followed_with_the_key_and_the_body():
+    hits = json.dumps({"hits": []}).encode()
+
+    def respond(method, path):
+        if path.startswith("/v2/"):
+            return 200, {}, STORED if method == "GET" else hits
+        return 307 if method == "POST" else 302, {"Location": "/v2" + path}, b"{}"
+
+    with origin(respond) as (home, seen):
+        remote = RemoteCollection(home, api_key=KEY)
+        assert remote.get("tea").text == "Green tea."
+        assert remote.search("green tea", k=2) == []
+        assert [(m, p, a) for m, p, _, a, _ in seen] == [
+            ("GET", "/documents/tea", f"Bearer {KEY}"), ("GET", "/v2/documents/tea", f"Bearer {KEY}"),
+            ("POST", "/search", f"Bearer {KEY}"), ("POST", "/v2/search", f"Bearer {KEY}")]
+        assert seen[2][4] == seen[3][4] and json.loads(seen[3][4])["query"] == "green tea"  # 307 keeps the body
+
+
+@pytest.mark.parametrize("current, location, refused", [
+    ("https://search.example/stats", "http://search.example/stats", "redirected to http://search.example, another"),
+    ("http://search.example/stats", "https://search.example/stats", "redirected to https://search.example, another"),
+    ("http://search.example/stats", "HTTP://Search.Example:80/v2/stats", None),  # the same origin, written otherwise
+    ("https://search.example:8443/a", "/b?c=1", None),
+    ("https://search.example/a", "//search.example.evil/a", "redirected to https://search.example.evil, another"),
+    ("https://search.example/a", "https://search.example:99999/a", "which is not an http(s) URL"),
+    ("https://search.example/a", "javascript:alert(1)", "which is not an http(s) URL"),
+])
+def test_redirect_rules_keep_scheme_host_and_port(current, location, refused):
+    problem = redirect_refusal(current, location)
+    assert problem is None if refused is None else refused in problem, problem
