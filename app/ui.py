@@ -8,7 +8,9 @@ the committed generation on every search, so documents written by a batch job,
 the HTTP API or another browser tab show up without a restart.
 
 When ``SEMSEARCH_UI_PASSWORD`` is set, every browser session must first enter
-that password. Without it the page serves only a loopback address and
+that password; after five wrong ones in a row, sign-in pauses for every
+session, for longer after each further wrong one, up to 15 minutes
+(``ui_lockout``). Without a password the page serves only a loopback address and
 loopback ``Host`` names (``ui_guard``): ``semsearch ui`` refuses other
 addresses, and so does this script when run with ``streamlit run``.
 
@@ -16,7 +18,8 @@ This file is the entry script: sign-in and the page's layout. The pieces are
 modules beside it, one concern each: ``ui_markup`` (icons, CSS, escaping),
 ``ui_state`` (the URL and session state), ``ui_cache`` (the open collection
 and cached reads), ``ui_sidebar``, ``ui_pages`` (search, document, collection)
-and ``ui_add`` (upload and paste); ``ui_support`` holds what is not Streamlit.
+and ``ui_add`` (upload and paste); ``ui_support`` and ``ui_lockout`` (the
+pause after wrong passwords) hold what is not Streamlit.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if __package__ in (None, ""):  # `streamlit run app/ui.py` puts app/ on the path
 
 import streamlit as st
 
+from app import ui_lockout
 from app import ui_support as sup
 from app.ui_add import add_page, add_pasted, show_add_report
 from app.ui_cache import LOCK_TIMEOUT_S, collection_info, metadata_examples, open_collection, run_search
@@ -62,20 +66,34 @@ log = logging.getLogger("semsearch.ui")
 
 # -- the app -----------------------------------------------------------------------
 def signed_in() -> bool:
-    """True when no password is set or this session gave it; else shows the sign-in form."""
+    """True when no password is set or this session gave it; else shows the sign-in form.
+
+    Wrong passwords pause sign-in for every session for a while (``ui_lockout``);
+    a password given during a pause is refused unchecked, with when to try again.
+    """
     expected = os.environ.get(ENV_PASSWORD)
     if not expected or st.session_state.get("signed_in"):
         return True
+    throttle = ui_lockout.THROTTLE
     st.html(BRAND)
     with st.form("sign-in"):
         given = st.text_input("Password", type="password", key="password")
         submitted = st.form_submit_button("Sign in")
-    if submitted:
-        if hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
-            st.session_state["signed_in"] = True
-            st.session_state.pop("password", None)
-            st.rerun()
-        st.error("Wrong password.")
+    wait = throttle.wait_s()
+    if not submitted:
+        if wait:
+            st.warning(ui_lockout.pause_message(wait, throttle.longest_pause_s), icon=":material/hourglass_top:")
+        return False
+    if wait:
+        st.error(ui_lockout.pause_message(wait, throttle.longest_pause_s))
+        return False
+    if hmac.compare_digest(given.encode("utf-8", "replace"), expected.encode("utf-8", "replace")):
+        throttle.succeeded()
+        st.session_state["signed_in"] = True
+        st.session_state.pop("password", None)
+        st.rerun()
+    pause = throttle.failed()
+    st.error("Wrong password." + (" " + ui_lockout.pause_message(pause, throttle.longest_pause_s) if pause else ""))
     return False
 
 

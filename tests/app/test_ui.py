@@ -300,6 +300,64 @@ def test_a_password_guards_every_session(monkeypatch, collection):
     assert cards(at) and "s3cret" not in html_of(at)
 
 
+class Clock:
+    """Monotonic seconds that move only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def sign_in(at: AppTest, password: str) -> AppTest:
+    at.text_input(key="password").input(password)
+    at.button[0].click()
+    return at.run()
+
+
+def test_wrong_passwords_pause_sign_in_for_every_session_for_a_while(monkeypatch, collection):
+    from app import ui_lockout
+
+    clock = Clock()
+    monkeypatch.setattr(ui_lockout, "THROTTLE", ui_lockout.SignInThrottle(tries_before_pause=3, first_pause_s=30,
+                                                                          longest_pause_s=120, clock=clock))
+    monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")
+    at = app(monkeypatch, collection, q="tea")
+    for _ in range(2):
+        assert [e.value for e in sign_in(at, "wrong").error] == ["Wrong password."]
+    errors = [e.value for e in sign_in(at, "wrong").error]
+    assert len(errors) == 1 and "Wrong password" in errors[0] and "paused for 30 s" in errors[0], errors
+    other = app(monkeypatch, collection, q="tea")  # another browser session: the same pause
+    assert any("paused for 30 s" in w.value for w in other.warning)
+    errors = [e.value for e in sign_in(other, "s3cret").error]  # even the right password waits
+    assert not cards(other) and len(errors) == 1 and "try again" in errors[0].lower(), errors
+    clock.now += 30
+    sign_in(other, "s3cret")
+    no_failure(other)
+    assert cards(other)
+
+
+def test_the_pause_doubles_up_to_a_cap_and_a_right_password_clears_it():
+    from app.ui_lockout import SignInThrottle
+
+    clock = Clock()
+    throttle = SignInThrottle(tries_before_pause=2, first_pause_s=10, longest_pause_s=35, clock=clock)
+    assert throttle.wait_s() == 0 and throttle.failed() == 0
+    pauses = []
+    for _ in range(4):
+        pauses.append(throttle.failed())
+        assert throttle.wait_s() == pauses[-1]
+        clock.now += pauses[-1]
+    assert pauses == [10, 20, 35, 35] and throttle.wait_s() == 0
+    assert throttle.failed() == 35
+    clock.now += 30
+    assert throttle.wait_s() == 5
+    clock.now += 5
+    throttle.succeeded()
+    assert throttle.failed() == 0 and throttle.wait_s() == 0  # counting starts again
+
+
 class RefusingCollection:
     """Stands in for a collection: ``upsert`` records each call and refuses the document ``bad``."""
 
