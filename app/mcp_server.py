@@ -10,9 +10,11 @@ Three tools, each a thin call of ``Collection``:
   size and model, and the search modes (what ``where`` and ``mode`` accept).
 
 A bad argument is the tool's error, naming it; the server goes on. Over
-HTTP the endpoint is ``/mcp``, and with an API key every request needs it
-(``Authorization: Bearer <key>`` or ``X-API-Key: <key>``), as ``semsearch
-serve``'s routes do.
+HTTP the endpoint is ``/mcp``, guarded as ``semsearch serve``'s routes are
+(``app.server.service.guard``): with an API key every request needs it
+(``Authorization: Bearer <key>`` or ``X-API-Key: <key>``); without one, only
+a loopback ``Host`` name or the address listened on is answered, whatever
+that address, so a web page cannot read the collection by DNS rebinding.
 """
 
 from __future__ import annotations
@@ -130,16 +132,21 @@ def serve_stdio(path: str | Path) -> None:
 
 
 def http_app(collection: Collection, host: str, api_key: str | None) -> Any:
-    """The streamable-HTTP ASGI app (endpoint ``/mcp``), behind ``api_key`` when one is given.
+    """The streamable-HTTP ASGI app (endpoint ``/mcp``), guarded as ``semsearch serve``'s app is.
 
+    With ``api_key``, every request needs it; without, a request whose
+    ``Host`` is neither a loopback name nor ``host`` gets 403
+    (``app.server.hosts``). Bodies over the service's limit get 413.
     Sessions are stateless: each request stands alone, so a client survives a
     restart of the server and several may share it.
     """
-    app = build_server(collection).streamable_http_app(host=host, stateless_http=True, json_response=True)
-    if api_key:
-        from app.server.access import AccessMiddleware, KeyRing, single_collection
+    from app.server.access import KeyRing, single_collection
+    from app.server.limits import MAX_BODY_BYTES
+    from app.server.service import guard
 
-        return AccessMiddleware(app, KeyRing.plain(api_key), single_collection(collection.root.name))
+    app = build_server(collection).streamable_http_app(host=host, stateless_http=True, json_response=True)
+    keys = KeyRing.plain(api_key) if api_key else KeyRing()
+    guard(app, keys, single_collection(collection.root.name), MAX_BODY_BYTES, allowed_hosts=(host,))
     return app
 
 

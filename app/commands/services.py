@@ -10,6 +10,7 @@ import argparse
 import importlib.util
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -97,8 +98,14 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
                    "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
                    "--api-key-file")
     p.add_argument("--api-key-file", metavar="FILE", help="read the key from the first line of FILE instead")
-    p.add_argument("--keys-file", metavar="FILE", help="keys scoped to read or write each collection, stored as "
-                   "hashes (make them with `semsearch keys add`); also taken from $SEMSEARCH_KEYS")
+    p.add_argument("--keys-file", metavar="FILE", help="keys scoped to read, write or administer each collection, "
+                   "stored as hashes (make them with `semsearch keys add`), read again when the file changes or on "
+                   "SIGHUP; also taken from $SEMSEARCH_KEYS")
+    p.add_argument("--snapshot-root", metavar="DIR", help="keep snapshots taken over HTTP (POST /admin/snapshot, "
+                   "an admin scope) in DIR/<collection>/<name>, a folder apart from the collections; without it "
+                   "the service takes none")
+    p.add_argument("--max-snapshots", type=int, default=20, metavar="N",
+                   help="snapshots of a collection kept under --snapshot-root at most (default %(default)s)")
     p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default %(default)g)")
     p.add_argument("--access-log", action="store_true",
@@ -171,10 +178,14 @@ def run_serve(args) -> int:
         ready_dir = prepare_workers(args, collections, mounted, ring)
         app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
     elif mounted:
-        app = create_multi_app(collections, keys=ring, deadline_s=args.deadline, allowed_hosts=(args.host,))
+        app = create_multi_app(collections, keys=ring, deadline_s=args.deadline, allowed_hosts=(args.host,),
+                               snapshot_root=args.snapshot_root, max_snapshots=args.max_snapshots)
     else:
         (name, path), = collections.items()
-        app = create_app(path, keys=ring, name=name, deadline_s=args.deadline, allowed_hosts=(args.host,))
+        app = create_app(path, keys=ring, name=name, deadline_s=args.deadline, allowed_hosts=(args.host,),
+                         snapshot_root=args.snapshot_root, max_snapshots=args.max_snapshots)
+    if args.workers == 1 and hasattr(ring, "reload_on"):
+        ring.reload_on(signal.SIGHUP)  # with workers, SIGHUP makes uvicorn replace them: they read the file anew
     where = (", ".join(f"{n} at {PREFIX}/{n}" for n in collections) if mounted
              else f"{next(iter(collections.values()))} (scopes name it {next(iter(collections))!r})" if ring
              else str(next(iter(collections.values()))))
@@ -229,14 +240,18 @@ def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
 
 
 def scoped_keys(keys_file: str | None):
-    """The keys of ``--keys-file`` and ``$SEMSEARCH_KEYS`` (hashes only), as one ``KeyRing``."""
+    """The keys of ``$SEMSEARCH_KEYS`` and ``--keys-file`` (hashes only), as one ring.
+
+    With a keys file, a ``ReloadingKeyRing``: the file is read again when it changes.
+    """
     from app.server.access import KEYS_ENV, KeyRing
+    from app.server.key_reload import ReloadingKeyRing
 
     ring = KeyRing.parse(os.environ.get(KEYS_ENV, ""), f"${KEYS_ENV}")
     if keys_file:
         if not Path(keys_file).is_file():
             raise UsageError(f"--keys-file {keys_file}: no such file (make one with `semsearch keys add`)")
-        ring = ring.merged(KeyRing.load(keys_file))
+        return ReloadingKeyRing(keys_file, ring)
     return ring
 
 
@@ -274,6 +289,8 @@ def check_serve_args(args) -> None:
         raise UsageError(f"--deadline must be between 0 and 3600 seconds, got {args.deadline:g}")
     if not 1 <= args.workers <= 64:
         raise UsageError(f"--workers must be between 1 and 64, got {args.workers}")
+    if not 1 <= args.max_snapshots <= 10_000:
+        raise UsageError(f"--max-snapshots must be between 1 and 10000, got {args.max_snapshots}")
 
 
 def check_address(host: str, port: int, key: str | bool | None) -> None:
@@ -297,6 +314,7 @@ def prepare_workers(args, collections: dict[str, Path], mounted: bool, ring) -> 
     """
     from app.server import SERVE_ENV
     from app.server.access import KEYS_ENV
+    from app.server.key_reload import KEYS_FILE_ENV, ReloadingKeyRing
     from app.server.metrics import MULTIPROCESS_ENV
     from app.server.workers import worker_settings
     from retriever import Collection
@@ -304,13 +322,21 @@ def prepare_workers(args, collections: dict[str, Path], mounted: bool, ring) -> 
 
     for path in collections.values():
         Collection.open(path).close()
+    snapshot_root = None
+    if args.snapshot_root is not None:
+        from app.server.snapshot_root import check_snapshot_root
+
+        snapshot_root = str(check_snapshot_root(args.snapshot_root, collections.values()))
     ready_dir = tempfile.mkdtemp(prefix="semsearch-workers-")
     metrics_dir = Path(ready_dir) / "metrics"  # every worker's counts, so that /metrics reports them all
     metrics_dir.mkdir()
     os.environ.setdefault(MULTIPROCESS_ENV, str(metrics_dir))
     os.environ[SERVE_ENV] = worker_settings(collections, mounted, args.deadline, ready_dir, args.workers,
-                                            (args.host,))
-    os.environ[KEYS_ENV] = ring.text()
+                                            (args.host,), snapshot_root, args.max_snapshots)
+    if isinstance(ring, ReloadingKeyRing):  # each worker reads the file itself, and again when it changes
+        os.environ[KEYS_ENV], os.environ[KEYS_FILE_ENV] = ring.fixed.text(), str(Path(ring.path).resolve())
+    else:
+        os.environ[KEYS_ENV] = ring.text()
     os.environ.setdefault(THREADS_ENV, str(max(1, available_cores() // args.workers)))
     return ready_dir
 

@@ -10,14 +10,17 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info(), the search modes and the encoder
     GET    /metrics                                     -> Prometheus text format (app.server.metrics)
-    POST   /admin/snapshot    {dest}                    -> a consistent copy of the last commit in a new directory
+    POST   /admin/snapshot    {name}                    -> a consistent copy of the last commit, kept under the
+                                                           server's --snapshot-root (app.server.snapshot_root)
+    GET    /admin/snapshots                             -> the snapshots kept; DELETE /admin/snapshots/{name}
     GET    /health                                      -> {"status": "ok"} (never needs the key; with
                                                            --workers N also {"workers": {"ready", "of"}})
 
 Every error answer is JSON with a one-line ``detail`` that names the problem
 and the field: 400 bad input the retriever refused (a malformed filter, a
-bad id), 401 missing or wrong API key, 403 a key without the scope, 404 unknown document, 409 ``upsert:
-false`` and the id exists, 413 body over the size limit (also when the whole
+bad id), 401 missing or wrong API key, 403 a key without the scope (``/admin`` needs an admin scope), 404
+unknown document, 409 ``upsert: false`` and the id exists, 429 a snapshot of the collection is being taken,
+507 the snapshot root is full, 413 body over the size limit (also when the whole
 body was sent), 422 a request that does not fit the schema, 503 the request
 ran past its deadline or the collection is locked by a writer. The service
 reads the collection as last committed: a write by a batch job, the UI or

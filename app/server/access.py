@@ -1,18 +1,19 @@
-"""Who may do what: API keys, stored only as hashes, each scoped to read or write named collections.
+"""Who may do what: API keys, stored only as hashes, each scoped to read, write or administer named collections.
 
 A keys file (``semsearch serve --keys-file FILE``) or ``$SEMSEARCH_KEYS``
 holds one key a line, ``NAME sha256:HEX SCOPE[,SCOPE...]``, where a scope is
-``COLLECTION:read`` or ``COLLECTION:write`` (write includes read) and
-``*`` stands for every collection; ``#`` starts a comment. ``semsearch keys
-add`` makes a key, prints it once, and writes only its hash. A plain
-``--api-key`` is a key of scope ``*:write``.
+``COLLECTION:read``, ``COLLECTION:write`` (write includes read) or
+``COLLECTION:admin`` (admin includes write and read), and ``*`` stands for
+every collection; ``#`` starts a comment. ``semsearch keys add`` makes a
+key, prints it once, and writes only its hash. A plain ``--api-key`` is a
+key of scope ``*:admin``: the operator's key may do everything.
 
 A request's key is hashed and compared with every stored hash in constant
 time. No key, or one that matches none, is 401; a known key without the
-scope the route needs is 403 and says which scope that is. Reading is
-``GET`` and ``HEAD``, and the ``POST`` routes that change nothing
-(``/search``, ``/embed``, ``/v1/embeddings``, ``/mcp``); every other route
-writes.
+scope the route needs is 403 and says which scope that is. Every route under
+``/admin/`` (snapshots) administers; otherwise reading is ``GET`` and
+``HEAD``, and the ``POST`` routes that change nothing (``/search``,
+``/embed``, ``/v1/embeddings``, ``/mcp``); every other route writes.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from app.server.responses import AsciiJSONResponse, error_body
 from retriever.errors import BadInputError
 
 KEYS_ENV = "SEMSEARCH_KEYS"
-READ, WRITE = "read", "write"
+READ, WRITE, ADMIN = "read", "write", "admin"
+ACTIONS = (READ, WRITE, ADMIN)  # each includes the ones before it
 ALL = "*"
 HASH_PREFIX = "sha256:"
 TOKEN_PREFIX = "ss_"
 READING_POSTS = frozenset({"/search", "/embed", "/v1/embeddings", "/mcp"})
+ADMIN_PREFIX = "/admin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")
 
@@ -60,33 +63,38 @@ def check_name(name: str, what: str) -> str:
 
 @dataclass(frozen=True)
 class ApiKey:
-    """One key: its name, its hash, and the access it grants, ``{collection or "*": "read" | "write"}``."""
+    """One key: its name, its hash, and the access it grants, ``{collection or "*": "read" | "write" | "admin"}``."""
 
     name: str
     hash: str
     scopes: Mapping[str, str] = field(default_factory=dict)
 
     def access(self, collection: str) -> str | None:
-        """``"write"``, ``"read"`` or None: the most this key may do to ``collection``."""
+        """``"admin"``, ``"write"``, ``"read"`` or None: the most this key may do to ``collection``."""
         granted = {self.scopes.get(collection), self.scopes.get(ALL)}
-        return WRITE if WRITE in granted else READ if READ in granted else None
+        return next((action for action in reversed(ACTIONS) if action in granted), None)
 
     def line(self) -> str:
         """The key as a line of a keys file."""
         return f"{self.name} {self.hash} " + ",".join(f"{c}:{a}" for c, a in sorted(self.scopes.items()))
 
 
+def includes(granted: str | None, needed: str) -> bool:
+    """Whether the action ``granted`` (``"read"``, ``"write"``, ``"admin"`` or None) covers ``needed``."""
+    return granted in ACTIONS and ACTIONS.index(granted) >= ACTIONS.index(needed)
+
+
 def parse_scopes(text: str) -> dict[str, str]:
-    """``"docs:read,papers:write"`` as ``{"docs": "read", "papers": "write"}`` (write wins a repeat)."""
+    """``"docs:read,papers:admin"`` as ``{"docs": "read", "papers": "admin"}`` (the wider grant wins a repeat)."""
     scopes: dict[str, str] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         collection, sep, action = part.rpartition(":")
-        if not sep or action not in (READ, WRITE):
-            raise BadInputError(f"scope {part!r}: write COLLECTION:read or COLLECTION:write ('*' for every "
-                                "collection)")
+        if not sep or action not in ACTIONS:
+            raise BadInputError(f"scope {part!r}: write COLLECTION:read, COLLECTION:write or COLLECTION:admin "
+                                "('*' for every collection)")
         if collection != ALL:
             check_name(collection, "scope collection")
-        if scopes.get(collection) != WRITE:
+        if not includes(scopes.get(collection), action):
             scopes[collection] = action
     if not scopes:
         raise BadInputError("a key needs at least one scope, such as 'docs:read'")
@@ -115,8 +123,8 @@ class KeyRing:
 
     @classmethod
     def plain(cls, api_key: str) -> "KeyRing":
-        """One key of scope ``*:write``: ``--api-key`` and ``$SEMSEARCH_API_KEY``."""
-        return cls([ApiKey("api-key", digest(api_key), {ALL: WRITE})])
+        """One key of scope ``*:admin``: ``--api-key`` and ``$SEMSEARCH_API_KEY``."""
+        return cls([ApiKey("api-key", digest(api_key), {ALL: ADMIN})])
 
     @classmethod
     def parse(cls, text: str, source: str) -> "KeyRing":
@@ -183,7 +191,10 @@ def single_collection(name: str) -> Resolver:
 
 
 def needed_access(method: str, route: str) -> str:
-    """``"read"`` for GET, HEAD, OPTIONS and the POSTs that change nothing; ``"write"`` for anything else."""
+    """``"admin"`` for every route under ``/admin`` (whatever the method); else ``"read"`` for GET, HEAD,
+    OPTIONS and the POSTs that change nothing, and ``"write"`` for anything else."""
+    if ("/" + route.lstrip("/") + "/").startswith(ADMIN_PREFIX + "/"):  # "//admin/x" and "/admin" too
+        return ADMIN
     if method in ("GET", "HEAD", "OPTIONS") or (method == "POST" and route.rstrip("/") in READING_POSTS):
         return READ
     return WRITE
@@ -217,14 +228,24 @@ class AccessMiddleware:
         collection, route = self.resolve(path)
         needed = needed_access(scope.get("method", "GET"), route)
         granted = None if collection is None else key.access(collection)
-        if collection is None or granted == WRITE or granted == needed:
+        if collection is None or includes(granted, needed):
             scope.setdefault("state", {})["api_key"] = key
             return await self.app(scope, receive, send)
-        problem = (f"key {key.name!r} may read collection {collection!r} but not write to it"
-                   if granted == READ else f"key {key.name!r} has no scope on collection {collection!r}")
-        response = AsciiJSONResponse(error_body(path, f"forbidden: {problem} (needs {collection}:{needed})", 403),
+        response = AsciiJSONResponse(error_body(path, f"forbidden: {refusal(key, collection, granted, needed)}", 403),
                                      status_code=403)
         await response(scope, receive, send)
+
+
+def refusal(key: ApiKey, collection: str, granted: str | None, needed: str) -> str:
+    """Why ``key`` may not do ``needed`` to ``collection``, ending with the scope it would need."""
+    if granted is None:
+        problem = f"key {key.name!r} has no scope on collection {collection!r}"
+    elif needed == ADMIN:
+        may = "read" if granted == READ else "write to"
+        problem = f"key {key.name!r} may {may} collection {collection!r} but not administer it"
+    else:
+        problem = f"key {key.name!r} may read collection {collection!r} but not write to it"
+    return f"{problem} (needs {collection}:{needed})"
 
 
 def presented_key(headers: Mapping[bytes, bytes]) -> bytes | None:

@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import os
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from fastapi import FastAPI, HTTPException, Request
 
 from app.server.access import KEYS_ENV, KeyRing, check_name, readable
 from app.server.errors import add_error_handlers
+from app.server.key_reload import KEYS_FILE_ENV, ReloadingKeyRing
 from app.server.limits import DEFAULT_DEADLINE_S, MAX_BODY_BYTES
 from app.server.metrics import MetricsMiddleware
 from app.server.public import model_label
 from app.server.responses import AsciiJSONResponse
 from app.server.routes import health_answer
 from app.server.service import collection_app, create_app, describe, guard, key_ring, package_version
+from app.server.snapshot_root import DEFAULT_MAX_KEPT, CollectionSnapshots, check_snapshot_root
 from app.server.workers import WorkerGroup, read_worker_settings
 
 PREFIX = "/collections"
@@ -45,6 +48,8 @@ def create_multi_app(
     warm_up: bool = True,
     workers: WorkerGroup | None = None,
     allowed_hosts: Iterable[str] = (),
+    snapshot_root: str | os.PathLike | None = None,
+    max_snapshots: int = DEFAULT_MAX_KEPT,
 ) -> FastAPI:
     """The app serving every collection of ``collections`` (``{name: directory}``), each under its name.
 
@@ -53,6 +58,7 @@ def create_multi_app(
         api_key, keys, max_body_bytes, deadline_s, warm_up, allowed_hosts: As ``create_app``; a plain
             ``api_key`` may do anything to every collection.
         workers: The group this app is one worker of: it marks itself ready once every collection is.
+        snapshot_root, max_snapshots: As ``create_app``: each collection's snapshots in ``snapshot_root/<name>/``.
 
     Raises:
         BadInputError: No collection, or a name that cannot be a path segment.
@@ -64,13 +70,16 @@ def create_multi_app(
         raise BadInputError("serve needs at least one collection")
     names = {check_name(name, "collection name"): path for name, path in collections.items()}
     ring = key_ring(api_key, keys)
-    apps = {name: collection_app(path, deadline_s=deadline_s, warm_up=warm_up,
-                                 description=describe(path, bool(ring))) for name, path in sorted(names.items())}
+    root = None if snapshot_root is None else check_snapshot_root(snapshot_root, map(Path, names.values()))
+    apps = {name: collection_app(path, deadline_s=deadline_s, warm_up=warm_up, description=describe(path, bool(ring)),
+                                 snapshots=None if root is None else CollectionSnapshots(root, name, max_snapshots))
+            for name, path in sorted(names.items())}
     app = FastAPI(title="semsearch", version=package_version(),
                   summary=f"Semantic search over {len(apps)} collection(s)",
                   description="Each collection's routes are under `/collections/{name}`, with their own docs at "
-                              "`/collections/{name}/docs`. " + ("Keys are scoped to read or write each collection."
-                                                                if ring else "No API key is set."),
+                              "`/collections/{name}/docs`. "
+                              + ("Keys are scoped to read, write or administer each collection." if ring
+                                 else "No API key is set."),
                   lifespan=_lifespan(apps, workers), default_response_class=AsciiJSONResponse)
     app.state.apps = apps
     add_error_handlers(app)
@@ -141,15 +150,19 @@ def app_from_environment() -> FastAPI:
     """The app of one worker process of ``semsearch serve --workers N``.
 
     Reads ``{"collections": {NAME: DIR}, "mounted", "deadline_s", "ready_dir",
-    "workers", "allowed_hosts"}`` from ``$SEMSEARCH_SERVE`` and the keys'
-    hashes from ``$SEMSEARCH_KEYS``; each worker opens the collections and
+    "workers", "allowed_hosts", "snapshot_root", "max_snapshots"}`` from ``$SEMSEARCH_SERVE``, the keys'
+    hashes from ``$SEMSEARCH_KEYS`` and the keys file (read again when it changes) from
+    ``$SEMSEARCH_KEYS_FILE``; each worker opens the collections and
     loads its own encoder, and all of them see every commit.
     """
     settings = read_worker_settings()
     keys = KeyRing.parse(os.environ.get(KEYS_ENV, ""), f"${KEYS_ENV}")
+    if os.environ.get(KEYS_FILE_ENV):  # read again when it changes
+        keys = ReloadingKeyRing(os.environ[KEYS_FILE_ENV], keys)
     group = WorkerGroup(settings["ready_dir"], int(settings["workers"]))
     common = {"keys": keys, "deadline_s": float(settings["deadline_s"]), "workers": group,
-              "allowed_hosts": settings.get("allowed_hosts", ())}
+              "allowed_hosts": settings.get("allowed_hosts", ()), "snapshot_root": settings.get("snapshot_root"),
+              "max_snapshots": int(settings.get("max_snapshots", DEFAULT_MAX_KEPT))}
     if settings["mounted"]:
         return create_multi_app(settings["collections"], **common)
     (name, path), = settings["collections"].items()

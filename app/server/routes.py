@@ -1,5 +1,5 @@
 """The routes of the HTTP API: service (``/health``, ``/stats``, ``/metrics``), search (``/search``, ``/embed``),
-documents, ``/admin/snapshot``, and the OpenAI-compatible ``/v1`` routes (``app.server.openai_compat``).
+documents, ``/admin/snapshot(s)``, and the OpenAI-compatible ``/v1`` routes (``app.server.openai_compat``).
 
 Each route checks what the schema cannot, then runs the collection's work
 through the request's ``Deadline``; errors it raises become JSON answers in
@@ -27,24 +27,28 @@ from app.server.schemas import (
     EmbedResponse,
     SearchRequest,
     SearchResponse,
+    SnapshotList,
     SnapshotRequest,
     SnapshotResponse,
     WriteResponse,
 )
+from app.server.snapshot_root import CollectionSnapshots, SnapshotBusyError, SnapshotNotFoundError, SnapshotRoomError
 from app.server.workers import WorkerGroup
 from retriever.collection import Collection
-from retriever.errors import FilterError
+from retriever.errors import BadInputError, FilterError
 from retriever.search.filters import validate_where
 from retriever.unicode_policy import check_utf8, printable
 
 
-def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None) -> None:
-    """Add every route, serving ``collection`` with each request's work bounded by ``limit``."""
+def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None,
+               snapshots: CollectionSnapshots | None = None) -> None:
+    """Add every route, serving ``collection`` with each request's work bounded by ``limit``; snapshots over
+    HTTP go to ``snapshots`` (none without it)."""
     add_service_routes(app, collection, limit, workers)
     add_search_routes(app, collection, limit)
     add_document_routes(app, collection, limit)
     add_openai_routes(app, collection, limit)
-    add_admin_routes(app, collection)
+    add_admin_routes(app, collection, snapshots)
 
 
 def add_metrics_route(app: FastAPI, metrics: ServiceMetrics) -> None:
@@ -200,13 +204,52 @@ def path_id(doc_id: str) -> str:
     return doc_id
 
 
-def add_admin_routes(app: FastAPI, collection: Collection) -> None:
-    """``POST /admin/snapshot``."""
+def add_admin_routes(app: FastAPI, collection: Collection, snapshots: CollectionSnapshots | None) -> None:
+    """``POST /admin/snapshot``, ``GET /admin/snapshots`` and ``DELETE /admin/snapshots/{name}``: snapshots
+    under the server's snapshot root (``app.server.snapshot_root``); 403 on each when it has none."""
+
+    def kept() -> CollectionSnapshots:
+        if snapshots is None:
+            raise HTTPException(403, "snapshots over HTTP are off on this server: its operator starts it with "
+                                     "--snapshot-root DIR to take them")
+        return snapshots
 
     @app.post("/admin/snapshot", response_model=SnapshotResponse, tags=["admin"])
     async def snapshot(request: SnapshotRequest) -> dict[str, Any]:
-        """A consistent copy of the last committed generation in the new directory `dest`, on the server's
-        machine, taken while writes go on (as `semsearch snapshot`); not bounded by the request deadline."""
-        check_utf8(request.dest, "dest")
-        report = await anyio.to_thread.run_sync(collection.snapshot, request.dest)
-        return report.to_dict()
+        """A consistent copy of the last committed generation, taken while writes go on (as `semsearch
+        snapshot`), kept on the server under its snapshot root as `name` (by default the time and a random
+        suffix); one at a time per collection; not bounded by the request deadline."""
+        place = kept()
+        if request.dest is not None:
+            raise HTTPException(422, "dest: the server chooses where snapshots go (under its snapshot root); "
+                                     "send a name instead, or nothing")
+        try:
+            dest = place.destination(request.name)
+            with place.taking(collection.root):
+                report = await anyio.to_thread.run_sync(collection.snapshot, dest)
+        except SnapshotBusyError as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": "5"}) from None
+        except SnapshotRoomError as exc:
+            raise HTTPException(507, str(exc)) from None
+        except BadInputError as exc:
+            raise HTTPException(409 if "exists" in str(exc) else 422, one_line(str(exc))) from None
+        return {**report.to_dict(), "name": dest.name, "path": f"{place.collection}/{dest.name}"}
+
+    @app.get("/admin/snapshots", response_model=SnapshotList, tags=["admin"])
+    def list_snapshots() -> dict[str, Any]:
+        """The snapshots of this collection kept under the server's snapshot root, oldest first."""
+        place = kept()
+        return {"snapshots": place.listed(), "max_kept": place.max_kept}
+
+    @app.delete("/admin/snapshots/{name}", tags=["admin"])
+    def remove_snapshot(name: str) -> dict[str, Any]:
+        """Delete a snapshot kept under the server's snapshot root."""
+        place = kept()
+        check_utf8(name, "name")
+        try:
+            place.remove(name)
+        except SnapshotNotFoundError as exc:
+            raise HTTPException(404, str(exc)) from None
+        except BadInputError as exc:
+            raise HTTPException(422, one_line(str(exc))) from None
+        return {"removed": name}

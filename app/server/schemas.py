@@ -178,12 +178,26 @@ class DocumentOut(BaseModel):
 
 
 class SnapshotRequest(Strict):
-    dest: str = Field(min_length=1, max_length=4096,
-                      description="a new directory, on the server's machine, for the snapshot")
+    name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                             description="the snapshot's name under the server's snapshot root (default: the "
+                             "time and a random suffix)")
+    dest: str | None = Field(default=None, max_length=4096,
+                             description="not accepted: the server chooses where snapshots go")
+
+
+class SnapshotKept(BaseModel):
+    name: str
+    created: str = Field(description="when it was taken, ISO 8601 UTC")
+
+
+class SnapshotList(BaseModel):
+    snapshots: list[SnapshotKept] = Field(description="oldest first")
+    max_kept: int = Field(description="snapshots of the collection this server keeps at most")
 
 
 class SnapshotResponse(BaseModel):
-    path: str
+    name: str = Field(description="the snapshot's name under the server's snapshot root")
+    path: str = Field(description="COLLECTION/NAME, relative to the server's snapshot root")
     generation: int = Field(description="the committed generation the snapshot holds")
     documents: int
     segments: int

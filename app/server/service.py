@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from fastapi import FastAPI
+from starlette.applications import Starlette
 
 from app.server.deadlines import Deadline
 from app.server.errors import add_error_handlers
@@ -19,6 +20,7 @@ from app.server.metrics import MetricsMiddleware, ServiceMetrics
 from app.server.middleware import BodyLimitMiddleware
 from app.server.responses import AsciiJSONResponse
 from app.server.routes import add_metrics_route, add_routes
+from app.server.snapshot_root import DEFAULT_MAX_KEPT, CollectionSnapshots, check_snapshot_root
 from app.server.workers import WorkerGroup
 from retriever.collection import Collection
 
@@ -34,6 +36,8 @@ def create_app(
     warm_up: bool = True,
     workers: WorkerGroup | None = None,
     allowed_hosts: Iterable[str] = (),
+    snapshot_root: str | os.PathLike | None = None,
+    max_snapshots: int = DEFAULT_MAX_KEPT,
 ) -> FastAPI:
     """The FastAPI app serving the collection at ``collection_path``.
 
@@ -53,11 +57,18 @@ def create_app(
         allowed_hosts: Without keys, the ``Host`` names answered besides
             loopback ones (default none; ``serve`` adds its ``--host``); any
             other gets 403, so a web page cannot reach the API by DNS rebinding.
+        snapshot_root: Where ``POST /admin/snapshot`` keeps snapshots (``snapshot_root/<name>/``), a folder
+            outside the collection (see ``app.server.snapshot_root``); None (the default): no snapshots over HTTP.
+        max_snapshots: Snapshots of the collection kept under ``snapshot_root`` at most (default 20).
     """
     ring = key_ring(api_key, keys)
-    app = collection_app(collection_path, deadline_s=deadline_s, warm_up=warm_up, workers=workers,
-                         description=describe(collection_path, bool(ring)))
     name = name or Path(collection_path).resolve().name
+    snapshots = None
+    if snapshot_root is not None:
+        root = check_snapshot_root(snapshot_root, [Path(collection_path)])
+        snapshots = CollectionSnapshots(root, name, max_snapshots)
+    app = collection_app(collection_path, deadline_s=deadline_s, warm_up=warm_up, workers=workers,
+                         description=describe(collection_path, bool(ring)), snapshots=snapshots)
     guard(app, ring, single_collection(name), max_body_bytes, allowed_hosts, metrics=app.state.metrics)
     return app
 
@@ -69,8 +80,10 @@ def collection_app(
     warm_up: bool = True,
     workers: WorkerGroup | None = None,
     description: str = "",
+    snapshots: CollectionSnapshots | None = None,
 ) -> FastAPI:
-    """The routes of one collection, without a key check or body limit (``guard`` adds those)."""
+    """The routes of one collection, without a key check or body limit (``guard`` adds those); its snapshots
+    over HTTP go to ``snapshots`` (none without)."""
     collection = Collection.open(collection_path, lock_timeout=deadline_s)
     app = FastAPI(
         title="semsearch",
@@ -86,14 +99,17 @@ def collection_app(
     add_error_handlers(app)
     limit = Deadline(deadline_s)
     limit.on_cancel = metrics.cancellations.inc
-    add_routes(app, collection, limit, workers)
+    add_routes(app, collection, limit, workers, snapshots)
     add_metrics_route(app, metrics)
     return app
 
 
-def guard(app: FastAPI, keys: KeyRing, resolve: Resolver, max_body_bytes: int, allowed_hosts: Iterable[str],
+def guard(app: Starlette, keys: KeyRing, resolve: Resolver, max_body_bytes: int, allowed_hosts: Iterable[str],
           metrics: ServiceMetrics | None = None) -> None:
-    """Put the key check (or, with no keys, the ``Host`` check), the metrics and the body limit around ``app``."""
+    """Put the key check (or, with no keys, the ``Host`` check), the metrics and the body limit around ``app``.
+
+    ``app`` is any Starlette app not yet started: the API's, or the MCP server's (``app.mcp_server``).
+    """
     if keys:
         app.add_middleware(AccessMiddleware, keys=keys, resolve=resolve)
     else:
@@ -104,7 +120,7 @@ def guard(app: FastAPI, keys: KeyRing, resolve: Resolver, max_body_bytes: int, a
 
 
 def key_ring(api_key: str | None, keys: KeyRing | None) -> KeyRing:
-    """``keys`` and the plain ``api_key`` (scope ``*:write``) as one ring; empty when neither is given."""
+    """``keys`` and the plain ``api_key`` (scope ``*:admin``) as one ring; empty when neither is given."""
     ring = keys or KeyRing()
     return ring.merged(KeyRing.plain(api_key)) if api_key else ring
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -138,3 +140,50 @@ def test_http_flags_are_checked_before_anything_starts(collection, capsys, monke
     assert "without an API key" in capsys.readouterr().err
     assert main(["mcp", "-c", str(collection), "--api-key", "k"]) == 2
     assert "apply to --http only" in capsys.readouterr().err
+
+
+def test_without_a_key_http_answers_only_loopback_host_names(collection, tmp_path):
+    """DNS rebinding: bound to a loopback address the SDK does not guard (127.0.0.2), a page's name gets 403."""
+    port = free_port()
+    log = tmp_path / "mcp-open.log"
+    env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "mcp", "-c", str(collection), "--http",
+                                 "--host", "127.0.0.2", "--port", str(port)], cwd=REPO, stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_address("127.0.0.2", port, proc, log)
+        fetch = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                            "params": {"name": "fetch", "arguments": {"id": "kaffee"}}}).encode()
+
+        def post(host: str) -> tuple[int, str]:
+            request = urllib.request.Request(f"http://127.0.0.2:{port}/mcp", data=fetch, method="POST", headers={
+                "Host": host, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as answer:
+                    return answer.status, answer.read().decode()
+            except urllib.error.HTTPError as exc:
+                return exc.code, exc.read().decode()
+
+        for foreign in ("evil.example", f"evil.example:{port}", "127.0.0.2.nip.io"):
+            status, text = post(foreign)
+            assert status == 403 and "loopback" in text and "Kaffee" not in text, (foreign, status, text)
+        status, text = post(f"127.0.0.2:{port}")
+        assert status == 200 and "Kaffee wird" in text, text
+    finally:
+        stop(proc)
+
+
+def wait_for_address(host: str, port: int, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+    """Return once ``host:port`` accepts connections; fail with the server's log if it exits or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"semsearch mcp exited with {proc.returncode}: {log.read_text()}")
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                pytest.fail(f"nothing listened on {host}:{port} within {timeout:g} s: {log.read_text()}")
+            time.sleep(0.2)

@@ -103,7 +103,7 @@ def serving(tmp: Path, model_dir: Path) -> Iterator[tuple[str, Path]]:
     path = tmp / "col"
     with Collection.create(path, model_dir) as col:
         col.upsert(DOCS)
-    proc, base = start_server(path, tmp, env_key=KEY)
+    proc, base = start_server(path, tmp, KEY, "--snapshot-root", str(tmp / "snapshots"))
     try:
         yield base, path
     finally:
@@ -168,16 +168,76 @@ def test_search_returns_hits_like_the_cli(api):
         assert status == 200 and body["hits"], mode
 
 
-def test_admin_snapshot_takes_a_consistent_copy(api, tmp_path):
+def test_admin_snapshot_is_kept_under_the_snapshot_root_by_a_name_the_server_checks(served):
     from retriever import Collection
 
-    status, body = api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "snap")})
-    assert status == 200 and body["documents"] == len(DOCS) and body["linked"] > 0
-    with Collection.open(tmp_path / "snap") as snap:
+    api, path = served
+    root = path.parent / "snapshots"
+    status, body = api.call("POST", "/admin/snapshot", {"name": "first"})
+    assert status == 200 and body["path"] == "col/first" and body["documents"] == len(DOCS) and body["linked"] > 0
+    with Collection.open(root / "col" / "first") as snap:
         assert len(snap) == len(DOCS) and snap.search("Kaffee", mode="bm25")[0].id == "kaffee"
-    status, body = api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "snap")})
-    assert status == 400 and "exists" in body["detail"]
-    assert api.call("POST", "/admin/snapshot", {"dest": str(tmp_path / "x")}, key=None)[0] == 401
+    status, body = api.call("POST", "/admin/snapshot", {"name": "first"})
+    assert status == 409 and "exists" in body["detail"] and str(root) not in body["detail"]
+    status, body = api.call("POST", "/admin/snapshot", {})
+    assert status == 200 and body["path"] == f"col/{body['name']}"
+    status, body = api.call("POST", "/admin/snapshot", {"dest": str(path.parent / "papers" / "taggers")})
+    assert status == 422 and "server chooses" in body["detail"] and not (path.parent / "papers").exists()
+    for name in ("../papers", "a/b", "/tmp/x", ".hidden", "x" * 65):
+        status, body = api.call("POST", "/admin/snapshot", {"name": name})
+        assert status == 422 and "name" in body["detail"], name
+    status, body = api.call("GET", "/admin/snapshots")
+    assert status == 200 and [s["name"] for s in body["snapshots"]][0] == "first" and len(body["snapshots"]) == 2
+    assert api.call("DELETE", "/admin/snapshots/first") == (200, {"removed": "first"})
+    assert api.call("DELETE", "/admin/snapshots/first")[0] == 404 and not (root / "col" / "first").exists()
+    assert api.call("POST", "/admin/snapshot", {"name": "x"}, key=None)[0] == 401
+
+
+def test_without_a_snapshot_root_no_snapshot_is_taken_over_http(tmp_path, tiny_model_dir):
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection
+
+    with Collection.create(tmp_path / "col", tiny_model_dir) as col:
+        col.upsert(DOCS[:1])
+    with TestClient(create_app(tmp_path / "col", warm_up=False), base_url="http://127.0.0.1") as client:
+        response = client.post("/admin/snapshot", json={"name": "x"})
+        assert response.status_code == 403 and "--snapshot-root" in response.json()["detail"]
+        assert client.get("/admin/snapshots").status_code == 403
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["col"]
+
+
+def test_one_snapshot_at_a_time_and_no_more_than_the_server_keeps(tmp_path, tiny_model_dir):
+    from fastapi.testclient import TestClient
+    from filelock import FileLock
+
+    from app.server import create_app
+    from retriever import Collection
+
+    with Collection.create(tmp_path / "col", tiny_model_dir) as col:
+        col.upsert(DOCS[:2])
+    app = create_app(tmp_path / "col", warm_up=False, snapshot_root=tmp_path / "snaps", max_snapshots=2)
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        (tmp_path / "snaps" / "col").mkdir()
+        with FileLock(str(tmp_path / "snaps" / "col" / ".taking.lock")):  # as another worker taking one
+            response = client.post("/admin/snapshot", json={"name": "a"})
+        assert response.status_code == 429 and response.headers["Retry-After"] and "being taken" in response.text
+        assert [client.post("/admin/snapshot", json={"name": n}).status_code for n in "abc"] == [200, 200, 507]
+        assert "2 snapshots" in client.post("/admin/snapshot", json={"name": "c"}).json()["detail"]
+    assert sorted(p.name for p in (tmp_path / "snaps" / "col").iterdir() if not p.name.startswith(".")) == ["a", "b"]
+
+
+def test_a_snapshot_root_inside_or_around_a_collection_is_refused(tmp_path, tiny_model_dir):
+    from app.server import create_app
+    from retriever import Collection
+    from retriever.errors import BadInputError
+
+    Collection.create(tmp_path / "cols" / "col", tiny_model_dir).close()
+    for root in (tmp_path / "cols" / "col" / "snaps", tmp_path / "cols", tmp_path):
+        with pytest.raises(BadInputError, match="lies inside or holds the collection"):
+            create_app(tmp_path / "cols" / "col", warm_up=False, snapshot_root=root)
+    assert not (tmp_path / "cols" / "col" / "snaps").exists()
 
 
 def test_search_hits_carry_evidence_unless_asked_for_none(api):

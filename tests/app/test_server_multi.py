@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import free_port, stop
+from tests.processes import free_port, stop, wait_until_listening
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -27,11 +28,12 @@ from retriever import Collection  # noqa: E402
 from retriever.errors import AuthenticationError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-TOKENS = {"reader": "read-only-token", "writer": "write-token", "admin": "admin-token"}
+TOKENS = {"reader": "read-only-token", "writer": "write-token", "admin": "admin-token", "owner": "owner-token"}
 RING = KeyRing([
     ApiKey("reader", digest(TOKENS["reader"]), {"alpha": "read"}),
     ApiKey("writer", digest(TOKENS["writer"]), {"alpha": "write", "beta": "read"}),
     ApiKey("admin", digest(TOKENS["admin"]), {"*": "write"}),
+    ApiKey("owner", digest(TOKENS["owner"]), {"alpha": "admin"}),
 ])
 
 
@@ -102,6 +104,43 @@ def test_a_write_key_writes_where_scoped_and_each_collection_keeps_its_own(clien
         assert call(client, "GET", "/collections/beta/stats", "writer")[1]["documents"] == 2
     finally:
         assert call(client, "DELETE", "/collections/alpha/documents/alpha-new", "writer")[0] == 200
+
+
+def test_admin_routes_need_the_admin_scope_which_write_does_not_give(client, tmp_path):
+    for who in ("writer", "admin"):  # alpha:write, and *:write
+        status, body = call(client, "POST", "/collections/alpha/admin/snapshot", who, {"dest": str(tmp_path / who)})
+        assert status == 403 and "needs alpha:admin" in body["detail"], (who, body)
+        assert not (tmp_path / who).exists()
+    status, body = call(client, "POST", "/collections/alpha//admin/snapshot", "writer", {"dest": str(tmp_path / "w")})
+    assert status == 403 and "needs alpha:admin" in body["detail"]
+    status, body = call(client, "POST", "/collections/alpha/admin/snapshot", "owner", {})
+    assert status != 401 and not body["detail"].startswith("forbidden"), body  # the route answers (no snapshot root)
+    assert call(client, "GET", "/collections/alpha/stats", "owner")[0] == 200  # admin includes read
+    status, body = call(client, "POST", "/collections/beta/admin/snapshot", "owner", {})
+    assert status == 403 and "needs beta:admin" in body["detail"]
+
+
+def test_an_admin_of_one_collection_snapshots_it_only_under_the_root_and_never_into_another(folder, tmp_path):
+    import shutil
+
+    for name in ("alpha", "beta"):
+        shutil.copytree(folder / name, tmp_path / name)
+    app = create_multi_app({"alpha": tmp_path / "alpha", "beta": tmp_path / "beta"}, keys=RING, warm_up=False,
+                           snapshot_root=tmp_path / "snapshots")
+    with TestClient(app) as client:
+        for body in ({"dest": str(tmp_path / "beta" / "taggers")}, {"name": "../beta"}, {"name": "beta/taggers"},
+                     {"dest": str(tmp_path / "missing" / "x")}):
+            status, answer = call(client, "POST", "/collections/alpha/admin/snapshot", "owner", body)
+            assert status == 422 and str(tmp_path) not in json.dumps(answer), (body, answer)
+        status, answer = call(client, "POST", "/collections/alpha/admin/snapshot", "owner", {"name": "monday"})
+        assert status == 200 and answer["path"] == "alpha/monday" and answer["documents"] == 3
+        status, answer = call(client, "POST", "/collections/beta/documents", "admin",
+                              {"documents": [{"id": "beta-new", "text": "beta still takes writes"}]})
+        assert status == 200 and answer["added"] == ["beta-new"]
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "beta" / "taggers").exists()
+    assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == ["alpha"]
+    with Collection.open(tmp_path / "snapshots" / "alpha" / "monday") as snap:
+        assert sorted(snap.ids()) == ["alpha-0", "alpha-1", "alpha-2"]
 
 
 def test_an_unknown_collection_is_404_naming_those_the_key_may_use(client):
@@ -216,3 +255,57 @@ def wait_for_workers(base: str, proc: subprocess.Popen, log: Path, timeout: floa
             pass
         time.sleep(0.3)
     raise AssertionError(f"two workers were not ready within {timeout} s: {log.read_text()}")
+
+
+def test_a_removed_key_is_refused_within_seconds_and_a_broken_keys_file_changes_nothing(folder, tmp_path, capsys):
+    """``serve --keys-file`` reads the file again when it changes, and on SIGHUP; no restart."""
+    keys = tmp_path / "keys"
+    for name in ("ci", "ops"):
+        assert main(["keys", "add", name, "--scope", "alpha:read", "-f", str(keys)]) == 0
+    tokens = dict(zip(("ci", "ops"), capsys.readouterr().out.split()))
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("SEMSEARCH_API_KEY", "SEMSEARCH_KEYS")}
+    log_path = tmp_path / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "-c", str(folder / "alpha"), "--keys-file",
+                                 str(keys), "--port", str(port)], cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT)
+
+    def status(who: str) -> int:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/stats",
+                                         headers={"Authorization": f"Bearer {tokens[who]}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return answer.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    def soon(condition, failure: str, timeout: float = 20) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if proc.poll() is not None:
+                raise AssertionError(f"serve exited with {proc.returncode}: {log_path.read_text()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{failure} after {timeout:g} s: {log_path.read_text()}")
+            time.sleep(0.2)
+
+    try:
+        wait_until_listening(proc, port, log_path)
+        assert status("ci") == 200 and status("ops") == 200
+        assert main(["keys", "remove", "ci", "-f", str(keys)]) == 0
+        soon(lambda: status("ci") == 401, "the removed key was still accepted")
+        assert status("ops") == 200
+
+        keys.write_text(f"ops {tokens['ops']} alpha:read\n")  # the key itself where its hash belongs: malformed
+        soon(lambda: status("ops") == 200 and str(keys) in log_path.read_text(),  # the file is looked at on requests
+             "the broken keys file was not reported")
+        assert status("ops") == 200 and status("ci") == 401  # the last good keys stay in force
+        reported = [line for line in log_path.read_text().splitlines() if str(keys) in line]
+        assert len(reported) == 1 and "stored only as hashes" in reported[0], reported
+
+        keys.write_text("# every key removed\n")
+        proc.send_signal(signal.SIGHUP)  # read it again at once; the server goes on
+        soon(lambda: status("ops") == 401, "the emptied keys file was not read after SIGHUP")
+        assert proc.poll() is None
+    finally:
+        stop(proc)

@@ -187,3 +187,38 @@ def collection_damage() -> st.SearchStrategy:
         st.tuples(st.just("reshape"), st.sampled_from(SEGMENT_ARRAYS), st.tuples(shapes, dtypes)),
         st.tuples(st.just("faiss"), st.just("vectors.faiss"), st.tuples(st.integers(0, 12), st.integers(1, 40))),
     )
+
+
+#: Where a crafted snapshot or collection folder plants something, relative to it (``SEG``: its first segment).
+SNAPSHOT_FILES = ["SEG/" + name for name in SEGMENT_FILES] + [
+    "catalog.sqlite", "manifest.json", "HEAD", "taggers/topic/meta.json", "models/adapted/config.json"]
+SNAPSHOT_FOLDERS = ["SEG", "segments", "taggers", "models/adapted"]
+MANIFEST_CHANGES = ["model sha256", "model dim", "format", "format version", "catalog url", "not json", "a list",
+                    "pending switch", "model outside", "unknown field"]
+
+
+def crafted_snapshot() -> st.SearchStrategy:
+    """One way to craft a snapshot (or collection) folder: ``(kind, place)``.
+
+    Kinds: ``link`` (the file at ``place`` links to a secret file outside), ``link-folder`` (a folder links to a
+    copy of itself outside), ``fifo``, ``folder`` (a folder where a file belongs), ``foreign`` (an extra file or
+    link beside ``place``), and ``manifest`` (``place`` names a change of ``MANIFEST_CHANGES``).
+    """
+    return st.one_of(
+        st.tuples(st.sampled_from(["link", "fifo", "folder", "foreign"]), st.sampled_from(SNAPSHOT_FILES)),
+        st.tuples(st.just("link-folder"), st.sampled_from(SNAPSHOT_FOLDERS)),
+        st.tuples(st.just("manifest"), st.sampled_from(MANIFEST_CHANGES)),
+    )
+
+
+def hostile_destinations() -> st.SearchStrategy:
+    """Destinations a caller may name for a snapshot, relative to a folder holding the collection ``col``, a
+    folder ``other``, a link ``link`` to the collection and a file ``file``: escapes, odd names, parts of them."""
+    return st.one_of(
+        st.sampled_from(["", ".", "..", "../..", "/", "/etc", "/tmp", "col", "col/taggers", "col/segments/new",
+                         "other/taggers", "other", "snap/../col/x", "./snap", "snap/", "~", "a" * 300,
+                         "a/" * 60, "snap\x00x", "\ud800", "con", "nul", " ", "snap\n", "-rf", "$HOME", "link/x",
+                         "link", "file", "file/x"]),
+        st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=40).filter(
+            lambda name: not name.startswith(("/", "~"))),  # only the sampled ones above name real places
+    )
