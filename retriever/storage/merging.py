@@ -34,6 +34,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Sequence
 
+from retriever.errors import BadInputError
 from retriever.storage.view import SegmentView
 
 
@@ -58,6 +59,18 @@ class MergePolicy:
     max_commit_merge_chunks: int = 1_000_000
     max_merge_chunks: int = 1_000_000
     max_deleted_share: float = 0.5
+
+    def __post_init__(self) -> None:
+        """Raise ``BadInputError`` naming the first setting out of range (a factor of 1 would never merge)."""
+        at_least = {"factor": 2, "floor_chunks": 1, "small_factor": 2, "max_commit_merge_chunks": 1,
+                    "max_merge_chunks": 1}
+        for name, least in at_least.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise BadInputError(f"merge policy {name} must be an integer of at least {least}, got {value!r}")
+        share = self.max_deleted_share
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            raise BadInputError(f"merge policy max_deleted_share must be a share in (0, 1], got {share!r}")
 
     def to_dict(self) -> dict:
         return {"kind": "tiered", **asdict(self)}

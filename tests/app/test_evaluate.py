@@ -95,13 +95,6 @@ def test_eval_bad_dataset_is_one_line_exit_2(capsys, tmp_path):
     assert "is not a BEIR dataset: corpus.jsonl is missing" in err and len(err.splitlines()) == 1
 
 
-def test_the_former_module_path_is_the_new_module():
-    import app.evaluate
-    import indexer.beir
-
-    assert app.evaluate is indexer.beir
-
-
 @pytest.mark.parametrize("row", regression_rows("scifact-slice50"), ids=lambda row: row["mode"])
 def test_scifact_slice_reproduces_the_regression_file(scifact_slice, scifact_slice_collection, row):
     result = evaluate(scifact_slice, mode=row["mode"], collection_dir=scifact_slice_collection, progress=False)

@@ -23,7 +23,7 @@ from training.recipes import (
 )
 
 def score(dataset: Path, model: str, mode: str) -> dict:
-    from app.evaluate import evaluate
+    from indexer.beir import evaluate
 
     return {"ndcg@10": evaluate(dataset, split="test", mode=mode, model=model, progress=False)["ndcg@10"]}
 
@@ -36,7 +36,7 @@ TOY_SMALL = SmallRecipe(vocab_size=300, layers=2, hidden=32, heads=2, intermedia
 @pytest.fixture(autouse=True)
 def _private_eval_cache(tmp_path, monkeypatch):
     """Evaluation collections go to the test's directory, not ~/.cache."""
-    monkeypatch.setattr("app.evaluate.EVAL_ROOT", tmp_path / "eval-cache")
+    monkeypatch.setattr("indexer.beir.EVAL_ROOT", tmp_path / "eval-cache")
 
 
 @pytest.fixture()
