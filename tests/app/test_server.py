@@ -595,7 +595,9 @@ def test_workers_serve_one_collection_from_several_processes(tmp_path, tiny_mode
         assert samples[("semsearch_search_stage_seconds_count", (("stage", "bm25"),))] == 9
     finally:
         stop(proc)
-    time.sleep(0.5)
+    deadline = time.monotonic() + 30
+    while [pid for pid in workers if Path(f"/proc/{pid}").exists()] and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]  # stopping the server stops its workers
     assert not list(Path(tempfile.gettempdir()).glob(f"semsearch-workers-*/{workers[0]}"))  # its ready marks are gone
 

@@ -8,7 +8,7 @@ pytest.importorskip("streamlit")
 
 from app import ui_support as sup  # noqa: E402
 from retriever.errors import BadInputError  # noqa: E402
-from tests.app.test_ui import app, cards, collection, no_failure  # noqa: E402,F401  (fixture)
+from tests.app.test_ui import app, cards, collection, html_of, no_failure  # noqa: E402,F401  (fixture)
 
 DEEP = "[" * 50_000 + "]" * 50_000
 DEEP_OBJECT = '{"a":' * 50_000 + "1" + "}" * 50_000
@@ -31,3 +31,6 @@ def test_a_deeply_nested_filter_is_a_message(monkeypatch, collection):
 def test_an_odd_span_in_the_url_opens_the_document_without_a_mark(monkeypatch, collection, span):
     at = app(monkeypatch, collection, doc="tea", span=span)
     no_failure(at)
+    page = html_of(at)
+    assert "ss-doc" in page and "steamed right after picking" in page  # the document is shown
+    assert "<mark" not in page  # and no span of it is marked

@@ -186,7 +186,9 @@ def test_latin1_text_is_detected_and_recorded(tmp_path):
     doc = load_one(path)
     assert isinstance(doc, Document)
     assert doc.text == FRENCH * 3
-    assert doc.metadata["encoding"]  # a Latin-1 compatible code page, e.g. cp1252
+    recorded = doc.metadata["encoding"]  # a Latin-1 compatible code page, e.g. cp1252
+    assert recorded.replace("_", "-").lower() not in ("utf-8", "utf8", "ascii")
+    assert path.read_bytes().decode(recorded) == FRENCH * 3  # the recorded encoding reads the file back
 
 
 def test_utf8_text_has_no_encoding_metadata(tmp_path):
@@ -411,7 +413,9 @@ def test_csv_latin1_records_carry_encoding(tmp_path):
     path.write_bytes(f'id,text\n1,"{FRENCH * 2}"\n'.encode("latin-1"))
     doc = load_one(path)
     assert doc.text == FRENCH * 2
-    assert doc.metadata["encoding"]
+    recorded = doc.metadata["encoding"]
+    assert recorded.replace("_", "-").lower() not in ("utf-8", "utf8", "ascii")
+    assert path.read_bytes().decode(recorded) == f'id,text\n1,"{FRENCH * 2}"\n'
 
 
 def test_csv_with_only_a_header_has_no_records(tmp_path):
