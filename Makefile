@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
+.PHONY: help install demo docs test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -14,7 +14,8 @@ help:
 	@echo "make demo      index the Python standard library's documentation and search it"
 	@echo "make ui        search the demo collection in the browser (COLLECTION=dir to choose)"
 	@echo "make serve     the HTTP API on 127.0.0.1:8000, docs at /docs (COLLECTION=dir to choose)"
-	@echo "make test      run the test suite (slow benchmarks excluded)"
+	@echo "make docs      build the documentation site into site/ (mkdocs build --strict)"
+	@echo "make test      run the test suite (slow benchmarks excluded), then build the documentation strictly"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files,"
 	@echo "               crafted snapshot folders, snapshot destinations, redirecting servers"
@@ -44,7 +45,7 @@ $(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock torch==2.13.0
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev,ray]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev,ray,docs]'
 	touch $@
 
 demo: install
@@ -58,8 +59,13 @@ serve: install
 	test -f $(COLLECTION)/manifest.json || $(BIN)/python -m app.demo
 	$(BIN)/semsearch serve -c $(COLLECTION)
 
+# A broken link, a missing page or a docstring griffe cannot read fails the build (--strict).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
+
 test: install
 	$(BIN)/python -m pytest -m "not slow" -q
+	$(MAKE) --no-print-directory docs
 
 test-all: install
 	$(BIN)/python -m pytest -q

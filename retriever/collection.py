@@ -284,7 +284,7 @@ class Collection:
 
         Args:
             texts: One string or a sequence of strings.
-            **kwargs: ``batch_size``, ``show_progress``, ``on_overflow``, as for ``Embedder.embed``.
+            **kwargs (Any): ``batch_size``, ``show_progress``, ``on_overflow``, as for ``Embedder.embed``.
 
         Returns:
             ``(len(texts), dim)`` float32, rows of unit norm.

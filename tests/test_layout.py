@@ -1,6 +1,6 @@
 """The layout's rules, checked on the source: import direction, no circles, no private imports, sizes.
 
-DESIGN.md: imports run ``app -> indexer -> retriever`` and ``app -> training ->
+docs/design/index.md: imports run ``app -> indexer -> retriever`` and ``app -> training ->
 retriever``; nothing imports ``app``. Inside the packages no module imports
 another that (directly or through others) imports it back, counting imports
 inside functions too, and no module takes a private (``_name``) name from

@@ -46,7 +46,7 @@ class AdaptConfig:
     output_dir: str
     documents: int = 5_000  # documents that give pseudo-queries (a seeded sample of larger collections)
     held_out: int = 200  # at most; a fifth of the pseudo-queries on small collections
-    hard_negatives: bool = False  # on SciFact, hybrid-mined negatives took dense nDCG@10 from 0.662 to 0.650
+    hard_negatives: bool = False  # off: hybrid-mined negatives lowered SciFact's dense nDCG@10 (docs/benchmarks.md)
     ranks: tuple[int, int] = (3, 30)  # hybrid ranks a hard negative is drawn from
     batch_size: int = 32
     lr: float = 1e-5
@@ -92,7 +92,7 @@ def adapt(collection, config: AdaptConfig, *, switch: bool = False, progress: bo
     """Train an adapted copy of ``collection``'s model on its documents into ``config.output_dir``; check it.
 
     Args:
-        collection: A ``retriever.Collection`` (searched for negatives and candidates).
+        collection (retriever.Collection): The collection (searched for negatives and candidates).
         config: The run's settings.
         switch: When the adapted model wins the check, re-embed the collection with it and make it the
             collection's model, in one generation (``Collection.switch_model``); else the collection is

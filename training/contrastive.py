@@ -233,8 +233,8 @@ def contrastive_train(
 
 def autocast_bf16(precision: str, device: str) -> bool:
     """Whether the forward pass runs under bf16 autocast: ``auto`` says yes on CUDA and on CPUs with bf16
-    arithmetic (AVX-512 BF16 or AMX), where a MiniLM step of 32 triplets of 256 tokens went from about 8.7 s
-    to 3.4 s on 2 cores of an AMD EPYC (Zen 4); elsewhere bf16 is emulated and slower."""
+    arithmetic (AVX-512 BF16 or AMX), where it is faster (docs/benchmarks.md); elsewhere bf16 is emulated
+    and slower."""
     if precision != "auto":
         return precision == "bf16"
     if str(device).startswith("cuda"):

@@ -109,11 +109,10 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
                    help="stop a request that runs longer and answer 503 (default %(default)g)")
     p.add_argument("--access-log", action="store_true",
-                   help="print a line per request (off by default: in a profile of searches it took about 4%% of the server's time)")
+                   help="print a line per request (off by default: it costs every request time)")
     p.add_argument("--workers", type=int, default=1, metavar="N",
                    help="serve from N processes sharing the port, each with its own encoder on an N-th of the "
-                   "cores and its own memory (default 1; on 2 cores, 2 answered about 18%% more searches at "
-                   "concurrency 8)")
+                   "cores and its own memory (default 1)")
     p.set_defaults(handler=run_serve)
 
 

@@ -155,7 +155,7 @@ def concurrent_rates(
     ``callers`` threads, once per way, alternately; the best round of each
     counts (the least disturbed by other work), after one round of warm-up.
     A backend whose concurrent calls share the cores well (ONNX Runtime on
-    2-core AVX2: 113 calls/s against 97 batched) runs faster unbatched; one
+    AVX2) runs faster unbatched; one
     whose calls take turns or cost much per call (OpenVINO, AMX) gains from
     batching.
 
@@ -222,14 +222,11 @@ class BatchedBackend:
     the items of a batch to a common length, runs the wrapped backend once
     and gives each caller its rows. Padding is masked, so a text's vector does
     not depend on its batch. Padding is not free, though: a padded token costs
-    what a real one does (0.17 ms for MiniLM on ONNX Runtime, 2-core AVX2,
-    beside 3 ms per call), so given the backend's call overhead (see
+    what a real one does, so given the backend's call overhead (see
     ``call_overhead_tokens``) a batch whose lengths differ widely runs as a
     few calls of similar lengths (``length_groups``), counting the padding of
     a backend that runs fixed shapes (OpenVINO pads eight queries of up to 36
-    tokens to 8 x 64; seven in 8 x 32 and one in 1 x 64 cost less). On random
-    batches of eight SciFact queries that saved 5-7% of the encoder's time
-    (25.8 against 27.6 ms a batch, 2-core Sapphire Rapids).
+    tokens to 8 x 64; seven in 8 x 32 and one in 1 x 64 cost less; docs/benchmarks.md).
 
     Args:
         backend: The backend to wrap (see ``retriever.encoding.backends``).

@@ -194,7 +194,7 @@ class Embedder:
         (wait of ``max_wait_s`` after the first; up to ``max_batch`` calls).
         Each caller still gets exactly its own vectors. A backend with
         fixed-shape graphs for small inputs compiles them all here, and the
-        backend's cost per call is timed here (about 0.1 s), so that a batch
+        backend's cost per call is timed here, so that a batch
         of very unequal lengths runs as a few calls instead of padding every
         query to the longest.
 

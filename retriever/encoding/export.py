@@ -94,9 +94,8 @@ class Export:
         """The graph with one fused Attention, SkipLayerNormalization and BiasGelu node per layer, if it was made.
 
         ONNX Runtime's own session optimisations leave the attention of a
-        traced BERT as some twenty small nodes per layer; with the fused graph
-        one MiniLM query took 5.7 against 7.9 ms (``make bench-speed``, 2-core
-        AVX2 EPYC), with the same vectors.
+        traced BERT as some twenty small nodes per layer; the fused graph runs
+        a query sooner with the same vectors (``make bench-speed``; docs/benchmarks.md).
         """
         path = self.path / "model.fused.onnx"
         return path if path.exists() else None
@@ -272,7 +271,7 @@ def _export_graph(transformer, target: Path) -> None:
     example = (torch.ones((2, 8), dtype=torch.int64), torch.ones((2, 8), dtype=torch.int64))
     axes = {name: {0: "batch", 1: "tokens"} for name in GRAPH_INPUTS} | {"embedding": {0: "batch"}}
     # Traced with eager attention: its plain MatMul-Softmax pattern is the one ONNX Runtime fuses, and
-    # OpenVINO ran it faster too (a query 6.0 against 6.5 ms, passages 11% faster, 2-core AVX2).
+    # OpenVINO ran it faster too (docs/benchmarks.md).
     attention = getattr(encoder.config, "_attn_implementation", None)
     switch = attention not in (None, "eager") and hasattr(encoder, "set_attn_implementation")
     try:

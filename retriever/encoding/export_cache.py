@@ -22,8 +22,8 @@ from pathlib import Path
 from retriever.encoding.export_lease import leased, unleased
 from retriever.storage.leftovers import left_over
 
-#: Exports kept: each new one removes the least recently loaded beyond these (with their optimised graphs and
-#: compiled blobs, one of MiniLM's took 0.8-1.4 GB; twelve adapted models filled a disk's last 13 GB).
+#: Exports kept: each new one removes the least recently loaded beyond these (an export with its optimised
+#: graphs and compiled blobs takes about a gigabyte for MiniLM; docs/benchmarks.md).
 MAX_EXPORTS = 4
 _TEMPORARY = re.compile(r"\.tmp-(?:(?P<pid>[0-9]+)-)?[0-9a-f]{32}")  # an export being written
 

@@ -3,8 +3,7 @@
 torch, ONNX Runtime, OpenVINO, FAISS and the tokenizer each assume by default
 that the whole machine is theirs, and OpenMP threads spin while they wait. On
 a small machine that is busy with something else, spinning threads of one
-library starve the others (a 24 ms search became 0.5 s on a 2-core CPU with a
-second busy process). So: every library gets the cores this process may
+library starve the others (docs/benchmarks.md). So: every library gets the cores this process may
 actually run on (``os.sched_getaffinity``, capped by a container's CPU quota),
 OpenMP waits passively, OpenVINO pins its threads to cores only where they
 take them all (it pins each process's threads to the same first cores: two
@@ -122,8 +121,7 @@ def openvino_config(threads: int | None = None) -> dict:
     processes that share the machine (Ray actors of one thread each) would
     share those cores and leave the others idle. A process that owns the
     machine gains from pinning (a server's encoder threads then stay put
-    among its request threads: /search at concurrency 8 went from about 115
-    to about 145 requests/s on 2 cores).
+    among its request threads; docs/benchmarks.md).
     """
     count = threads or thread_count()
     return {

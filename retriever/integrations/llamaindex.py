@@ -127,7 +127,8 @@ class SemsearchEmbedding(BaseEmbedding):
     Args:
         model: A ``Collection`` (its model), an ``Embedder``, a model directory
             or name, or ``None`` for the packaged all-MiniLM-L6-v2.
-        embed_batch_size: Texts per call of the model (default 64).
+        **kwargs (Any): LlamaIndex's ``BaseEmbedding`` fields, such as ``embed_batch_size``
+            (texts per call of the model, default 64).
     """
 
     embed_batch_size: int = Field(default=64, gt=0, le=2048, description="Texts per call of the model.")

@@ -27,7 +27,7 @@ DEFAULT_B = 0.4
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 STEM_CACHE = 200_000  # words whose stems an Analyzer remembers for term_spans
 #: Lucene's English stop set (``EnglishAnalyzer``), as bm25s lists it; written out here because
-#: importing bm25s loads scipy, a fifth of a second that a command-line search need not spend.
+#: importing bm25s loads scipy, which a command-line search need not load.
 STOPWORDS_EN = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there "
     "these they this to was will with".split()

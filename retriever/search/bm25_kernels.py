@@ -14,8 +14,8 @@ bounds, which turn weak.
 A document's exact score is the float32 sum of its terms' shares in query
 order, each share computed as ``bm25.posting_scores`` computes it (the same
 float32 and float64 steps), so scores equal the exhaustive ones bit for bit.
-Compiled on first use (about 3 s) and cached beside this module, so later
-processes load it (about 0.3 s).
+Compiled on first use and cached beside this module, so later processes
+load it instead of compiling (docs/benchmarks.md has both times).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from numba import njit
 MARGIN = 1e-5
 #: Terms are summed until those left can add at most this share of the floor: reading
 #: a few more postings costs less than looking the weak terms up for the many documents that would
-#: otherwise stay candidates (1M real-shaped documents, real queries: p50 1.6 ms at 0.7, 2.4 at 1.0, 2.5 at 0.3).
+#: otherwise stay candidates (chosen on 1M real-shaped documents and real queries; docs/benchmarks.md).
 SUM_UNTIL = 0.7
 #: Postings whose shares are computed at once (vectorised), then added.
 BLOCK = 2048

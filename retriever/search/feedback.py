@@ -8,13 +8,11 @@ of each of the first ``FEEDBACK_DOCS`` that matches it best::
 
 and the documents either side found are scored again with ``q'``
 (``rescored``) before the fusion that is shown. The feedback comes from the
-fused ranking, not the dense one alone: on the five visible collections,
-feedback from the dense top 3 lowered CISI (dense nDCG@10 0.421 -> 0.411),
-from the fused top 2 it raised all five (``benchmarks/quality.yaml``).
-Rescoring the candidates both sides already found, rather than searching the
-index again with ``q'``, scored as well (hybrid nDCG@10 over the five, mean
-0.6423 against 0.6413; no set lower by more than 0.0003) and reads a few
-hundred rows instead of a second index scan; the BM25 side is not run again.
+fused ranking, not the dense one alone (feedback from the dense top alone
+lowered a visible collection; docs/benchmarks.md). Rescoring the candidates
+both sides already found, rather than searching the index again with ``q'``,
+scores as well and reads a few hundred rows instead of a second index scan;
+the BM25 side is not run again.
 """
 
 from __future__ import annotations

@@ -11,9 +11,9 @@ Cranfield, MEDLINE, TIME; see benchmarks/quality.yaml), all at once: the
 convex combination matched or beat RRF on each. Alpha 0.7 weighs the dense
 side that hybrid search gives it, moved by pseudo-relevance feedback
 (``feedback``), which is better than the first; without feedback 0.6 and 0.7
-score alike (mean nDCG@10 over the five 0.630 both). Other normalisations
-measured on the same rankings (z-score, mean +- 3 sd, max only, BM25 over its
-query's upper bound) moved the mean by at most 0.005.
+score alike. Other normalisations (z-score, mean +- 3 sd, max only, BM25 over
+its query's upper bound) were measured on the same rankings and did no
+better (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -2,14 +2,12 @@
 
 Compressed codes (1-bit RaBitQ) pass a few hundred candidates a segment to
 rescoring. Read from the float32 rows (1,536 bytes a 384-d row), each is a
-disk read once a collection outgrows the page cache (15 GB of rows at ten
-million chunks). The same rows in int8, scaled per dimension so that the
-largest value of each becomes 127, take a quarter of that (3.8 GB at ten
-million), which the page cache holds: the candidates are ranked by their
-int8 inner products, and only the best few are read in float32 for their
-exact scores. On real all-MiniLM-L6-v2 rows an int8 inner product is off
-by 0.0004 on average, 0.0012 at the 99th percentile (``python -m
-benchmarks.int8_rows``). As every search reads them at random, a reader that
+disk read once a collection outgrows the page cache. The same rows in int8,
+scaled per dimension so that the largest value of each becomes 127, take a
+quarter of that, which the page cache can hold: the candidates are ranked by
+their int8 inner products, and only the best few are read in float32 for
+their exact scores (the int8 error on real rows is measured by ``python -m
+benchmarks.int8_rows``; docs/benchmarks.md). As every search reads them at random, a reader that
 opens a segment starts reading its int8 rows into the page cache in the
 background (``paging.read_ahead_in_background``); its memory holds none of
 them, and the kernel may drop them again under pressure.

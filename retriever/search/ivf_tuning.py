@@ -22,8 +22,8 @@ PROBES = 400  # probe queries (200 left recall estimates about 0.02 apart from o
 RESCORE_COST = 60  # codes scanned in the time one candidate is rescored (AVX-512 fast scan, measured)
 RESCORE_FACTORS = (1, 2, 4, 8)  # times IndexPolicy.rescore that compressed codes may try
 #: Halvings of the gap between the last power-of-two ``nprobe`` short of the goal and the first that
-#: reaches it: a list probed costs about 7.5 us on 480,000 rows (LUT and scan), and the powers of two
-#: alone left one of two like segments at 64 lists where 32 gave real queries recall@10 0.985.
+#: reaches it: every list probed costs each search a scan, and the powers of two alone can leave a segment
+#: at twice the lists it needs (docs/benchmarks.md).
 BISECTIONS = 2
 #: The least share of its tuned ``nprobe`` that a part holding part of a search's rows probes (``probed_lists``).
 SHARED_NPROBE_FLOOR = 0.75
@@ -115,8 +115,8 @@ def _better(tried: Tuned, best: Tuned | None, goal: float) -> bool:
 def deep_nprobe(nprobe: int, k: int, nlist: int) -> int:
     """Lists to probe for ``k`` hits when ``nprobe`` reaches the recall target for 10: a deeper top ``k``
     reaches further from the query, so ``nprobe`` grows with ``sqrt(k / 10)`` (4 times for 100), at most
-    ``nlist``. With the tuned ``nprobe`` alone, recall@100 of compressed codes fell by up to 0.01 on
-    the visible sets (MEDLINE 0.950 -> 0.940)."""
+    ``nlist``. With the tuned ``nprobe`` alone, recall@100 of compressed codes fell on the visible sets
+    (docs/benchmarks.md)."""
     if k <= 10:
         return nprobe
     return int(min(nlist, nprobe * 2 ** int(np.ceil(np.log2(np.sqrt(k / 10))))))
@@ -166,9 +166,8 @@ def probed_lists(nprobe: int, recall_k: int, nlist: int, share: float = 1.0) -> 
 
     Deeper than 10, ``deep_nprobe``. Otherwise a part's share of the top 10 is its best ``10 * share``
     chunks, nearer the query than the 10 ``nprobe`` is tuned for: it probes ``nprobe * sqrt(share)`` lists
-    (``deep_nprobe``'s law, the other way), at least ``SHARED_NPROBE_FLOOR`` of them. Ten million
-    real-shaped chunks in 14 parts, 300 real queries (AMD EPYC Zen 4): recall@10 0.964 at the tuned
-    ``nprobe``, 0.962 at 3/4, 0.957 at 5/8, 0.948 at 1/2; the parts' searches 7.3 -> 6.2 ms at 3/4.
+    (``deep_nprobe``'s law, the other way), at least ``SHARED_NPROBE_FLOOR`` of them (recall and time
+    at each share are measured in docs/benchmarks.md).
     """
     if recall_k > 10 or share >= 1.0:
         return deep_nprobe(nprobe, recall_k, nlist)

@@ -23,9 +23,8 @@ from retriever.storage.view import View
 Ranking = tuple[list[tuple[int, float]], dict[int, tuple[int, int]]]
 #: Queries whose terms have fewer postings than this are scored exhaustively (numpy); others skip the
 #: postings of terms too weak to matter (``bm25_maxscore``, compiled). Both give the same documents and
-#: scores. On benchmarks/scale.py's collections with real queries, p50: 1M documents (about 950,000
-#: postings a query) skipping k=10 1.4 ms, k=100 2.5 ms (numpy MaxScore: 8.6, 10.1); 100k, exhaustive
-#: 0.8 ms, skipping 0.4 (k=10) and 1.0 (k=100). Below this, a small collection's process need not load numba.
+#: scores (both timed on benchmarks/scale.py's collections: docs/benchmarks.md). Below this, a small
+#: collection's process need not load numba.
 SKIP_MIN_POSTINGS = 200_000
 #: Chunks a part fetches beyond twice its share of the top k (``_share_to_fetch``).
 SHARE_SLACK = 3
@@ -167,8 +166,7 @@ def _share_to_fetch(part, k: int, share: float) -> int:
     """Chunks to fetch first from ``part`` holding ``share`` of the rows searched: twice the chunks its
     share of the top ``k`` documents would hold, and ``SHARE_SLACK`` more. With twenty equal parts and
     ``k`` 10, a part holds at least 4 of the top 10 (and is searched again in full) once in a thousand
-    queries; each asks its codes for 100 candidates rather than 250 to 450 (0.3 ms a search of 480,000
-    rows rather than 0.55)."""
+    queries; each asks its codes for 100 candidates rather than 250 to 450."""
     return int(np.ceil(2 * k * _chunks_per_document(part) * share)) + SHARE_SLACK
 
 
@@ -202,7 +200,7 @@ def bm25_ranking(
     ]
     totals = (view.n_live_docs, view.live_length)
     if _postings_of(view, terms) >= SKIP_MIN_POSTINGS:
-        from retriever.search.bm25_maxscore import bm25_top_maxscore  # loads numba (0.3 s), for large views only
+        from retriever.search.bm25_maxscore import bm25_top_maxscore  # loads numba, for large views only
 
         bounds = [p.segment.range_bounds for p in view.parts]
         deleted = [p.deleted if p.live_docs is not None else None for p in view.parts]

@@ -26,8 +26,7 @@ def candidates(built, k: int, policy, recall_k: int = 10) -> int:
     """How many candidates compressed codes pass to rescoring for ``k`` hits, at least 100: the segment's
     tuned factor (``policy.rescore`` where none was recorded) for each of the hits recall is wanted for
     (``recall_k``, at least 10: the factor was tuned on the top 10), and ``DEEP_CANDIDATES`` for each hit
-    past them (a hybrid search fuses 100 a side and shows 10; 20 candidates a hit there cost 5 ms a
-    search on 100k rows)."""
+    past them (a hybrid search fuses 100 a side and shows 10, so the hits past 10 need fewer)."""
     per_hit = int(built.info.get("rescore", policy.rescore))
     wanted = min(k, max(recall_k, 10))
     return max(100, per_hit * wanted + DEEP_CANDIDATES * (k - wanted))

@@ -1,9 +1,8 @@
 """A spare core for the keyword side of a hybrid search.
 
 A hybrid search ranks twice, by vector and by keywords, and neither ranking
-needs the other. On a large collection each takes milliseconds (a million
-chunks, real queries, Zen 5: the dense top 100 about 2.4 ms, BM25's top 100
-about 3.5 ms, 6.0 ms one after the other and 3.4 ms side by side), and FAISS
+needs the other. On a large collection each takes milliseconds (side by
+side they take about as long as the slower alone; docs/benchmarks.md), and FAISS
 and the compiled BM25 loop both release the GIL; so where a view holds at
 least ``CONCURRENT_MIN_DOCS`` documents, the searcher starts the keyword side
 on an idle helper thread and runs the dense side itself. Below that the

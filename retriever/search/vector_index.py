@@ -13,13 +13,11 @@ rows (``int8_rows``: a quarter of float32, which the page cache can hold),
 and only the best few are read in float32. With codes ``float32`` it holds
 the vectors themselves (``ivf``). A segment below that size but past
 ``IndexPolicy.codes_min_rows`` (a commit of 20,000 chunks) holds codes too,
-in an IVF of few lists (one per 256 rows): on 20,000 real-shaped rows and
-300 real queries, 0.26 ms for a search fetching its share of a million's top
-10 and 0.33 ms for a whole top 10 at recall@10 0.988, against 0.40 and
-0.45 ms (0.990) for codes of every row scanned whole (``rabitq``, which
-segments written before still hold), whose cost each query rotation and
-candidate heap repeats over every code, and 1.1 ms for the exact scan of
-the float32 rows. ``nprobe`` (and, for
+in an IVF of few lists (one per 256 rows), which costs a search less than
+codes of every row scanned whole (``rabitq``, which segments written before
+still hold), whose cost each query rotation and candidate heap repeats over
+every code, or the exact scan of the float32 rows (docs/benchmarks.md).
+``nprobe`` (and, for
 codes, how many candidates are rescored) is tuned at build time so that
 recall@10 of the whole search against exact search is at least
 ``IndexPolicy.target_recall`` on query-like probes, placed off the rows as
@@ -57,8 +55,8 @@ COMPRESSED = (IVF_RABITQ, RABITQ)  # types whose codes are rescored from float32
 CODES = ("float32", "compressed", "always")
 INDEX_FILE = "vectors.faiss"
 ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes
-# FAISS's fast-scan search keeping each query's best codes in a heap: the same hits as its default, and 12%
-# faster a segment of a million (0.42 -> 0.37 ms at nprobe 40, AMD EPYC Zen 4, one query or batches of 64)
+# FAISS's fast-scan search keeping each query's best codes in a heap: the same hits as its default, sooner
+# (docs/benchmarks.md)
 FAST_SCAN_IMPLEMENTATION = 10
 
 
@@ -293,9 +291,8 @@ def _one_thread() -> Iterator[None]:
     """Run FAISS on one OpenMP thread in this thread, then restore the count.
 
     A single query gains little from a thread team, and loses much when the
-    machine is busy: the team's barrier waits for a descheduled thread (a
-    10,000-vector flat search took 16 ms on two threads beside another
-    CPU-bound process, 0.8 ms on one). OpenMP's thread count is a per-thread
+    machine is busy: the team's barrier waits for a descheduled thread
+    (docs/benchmarks.md). OpenMP's thread count is a per-thread
     setting, so concurrent searches and builds do not disturb each other.
     """
     previous = faiss.omp_get_max_threads()

@@ -5,27 +5,24 @@ Segments fall into tiers by live chunk count: tier 0 below
 tier holds ``factor`` segments, its ``factor`` smallest merge into one of the
 next tier, so every chunk is rewritten about ``log_factor(N / floor)`` times
 over a collection's life. Tier 0 merges sooner, at ``small_factor`` segments:
-a small segment costs every search a fixed amount (about 0.15 ms dense,
-0.3 ms hybrid), more than rewriting a few thousand chunks once more is worth.
-Segments below ``IndexPolicy.ann_min_rows`` (exact, or codes in an IVF of few
-lists) merge as soon as together they reach that size, so the result gets an
-IVF index of full lists: such a segment's dense cost grows with its rows
-(commits of 20,000 chunks left a million chunks as 50 exact segments, 27 ms
-a search).
+a small segment costs every search a fixed amount, more than rewriting a few
+thousand chunks once more is worth. Segments below ``IndexPolicy.ann_min_rows``
+(exact, or codes in an IVF of few lists) merge as soon as together they reach
+that size, so the result gets an IVF index of full lists: such a segment's
+dense cost grows with its rows.
 In the tier that a full merge would take past ``max_commit_merge_chunks``
 (with the defaults, segments of 256,000 to a million chunks), the smallest
 segments that fit under it merge as soon as two do, as Lucene merges fewer
-segments near its largest size: commits of 20,000 chunks left ten million
-chunks as twenty segments of 480,000 that no merge could join, and a dense
-search costs about the same in each (0.4 to 0.65 ms); pairs leave ten of
-960,000. After a commit at most one merge runs, and only one whose result stays under
+segments near its largest size: otherwise commits of a fixed size leave
+segments of just over half the cap that no merge can join, each costing a
+search about as much as a full one. After a commit at most one merge runs, and only one whose result stays under
 ``max_commit_merge_chunks``: a write costs the batch plus a bounded merge,
 never the collection; a write under a deadline (an HTTP request) merges
 nothing and leaves it to the service's background merge. Larger merges (and
 the removal of every deleted row) happen in ``Collection.compact``, which
 packs the segments into the fewest of at most ``max_merge_chunks`` each: a
-merge holds about 9 KB per chunk at its peak (a million chunks of real
-lengths, 9.2 GB), so one segment of ten million would not fit in memory.
+merge's peak memory grows with its chunks (docs/benchmarks.md has the figure),
+so one segment of ten million would not fit in a machine of ordinary memory.
 """
 
 from __future__ import annotations
@@ -41,14 +38,14 @@ from retriever.storage.view import SegmentView
 @dataclass(frozen=True)
 class MergePolicy:
     """Attributes:
-    factor: Segments per tier before they merge (default 4: each IVF segment costs a search about
-        0.4 ms, so fewer, larger ones; a chunk is rewritten about 3 times on the way to a million).
+    factor: Segments per tier before they merge (default 4: each IVF segment adds a fixed cost to a
+        search, so fewer, larger ones; a chunk is rewritten about 3 times on the way to a million).
     floor_chunks: Segments below this size count as this size (default 1,000).
     small_factor: Segments in tier 0 (under ``floor_chunks * factor``) before
         they merge (default 3).
     max_commit_merge_chunks: Largest merge run after a commit (default 1,000,000 chunks).
-    max_merge_chunks: Largest segment ``compact`` writes (default 1,000,000 chunks, about
-        9 GB of memory while it merges); a segment already larger is rewritten alone.
+    max_merge_chunks: Largest segment ``compact`` writes (default 1,000,000 chunks); a segment
+        already larger is rewritten alone.
     max_deleted_share: A segment with more deleted rows than this share is
         rewritten on its own (default 0.5).
     """

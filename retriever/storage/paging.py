@@ -5,14 +5,12 @@ Linux reads around every page fault of a file mapping, as far as the disk's
 readahead (``/sys/block/*/queue/read_ahead_kb``: 8 MB on some virtual disks).
 That suits a pass over a file and wastes a search that reads ten texts or a
 few hundred rescoring rows scattered over a file larger than the page cache:
-at ten million chunks (15 GB of float32 rows beside 23 GB of memory) each
-such fault read megabytes: a dense search took 63 ms p50 as the kernel
-pages by default and 24 ms with the mappings marked random, searches of the
-two in alternation (``python -m benchmarks.paging``).
+each such fault reads megabytes (``python -m benchmarks.paging`` searches
+with the two pagings in alternation; docs/benchmarks.md).
 
 The kernel reads at most its readahead window (``max(read_ahead_kb,
 max_sectors_kb)``) of one ``MADV_WILLNEED``, however long the range: a
-whole-file hint read the first 8 MB of a 350 MB file and nothing more.
+whole-file hint reads the start of the file and nothing more.
 ``read_ahead`` therefore advises a range in steps of ``READ_AHEAD_STEP``.
 
 The calls are hints (``madvise``): an array that is not a file mapping, or a
@@ -72,10 +70,9 @@ def read_ahead(array: np.ndarray) -> None:
 def read_ranges_ahead(array: np.ndarray, ranges) -> None:
     """Start reading the pages of ``array[start:stop]`` for each ``(start, stop)`` of ``ranges`` (along its first
     axis) now, all at once: a search that then reads scattered rows or texts of a file larger than the page
-    cache waits about as long as the slowest read, not the sum of them (one cold read at a time cost a
-    dense search of ten million chunks ~70 us a row). Nothing is asked for where the first
-    ``RESIDENT_SAMPLE`` ranges are in memory already: a file the page cache holds needs no hints, and a
-    hint costs a few times what reading a cached row does (about 3 us against 0.5-1.7 us)."""
+    cache waits about as long as the slowest read, not the sum of them. Nothing is asked for where the
+    first ``RESIDENT_SAMPLE`` ranges are in memory already: a file the page cache holds needs no hints, and
+    a hint costs a few times what reading a cached row does."""
     ranges = [(int(first), int(stop)) for first, stop in ranges]
     if _MADVISE is None or not array.size or not is_mapped(array) or not ranges:
         return
@@ -98,7 +95,7 @@ def read_rows_ahead(array: np.ndarray, rows) -> None:
 
 def _resident(address: int, nbytes: int) -> bool:
     """Whether every page of the ``nbytes`` at ``address`` is in memory; ``True`` where that cannot be told.
-    Without numpy: a search asks this of a few rows a segment (about 5 us a call, 8 us through arrays)."""
+    Without numpy, which costs more a call: a search asks this of a few rows a segment."""
     flags = _mincore(address, nbytes)
     return flags is None or all(flag & 1 for flag in flags)
 
@@ -124,8 +121,7 @@ def _mincore(address: int, nbytes: int) -> bytes | None:
 def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:
     """For a tier every search reads at random, such as int8 rescoring rows: on a daemon thread (the
     hints release the GIL), ``read_ahead``, then map every page into this process (``MADV_POPULATE_READ``),
-    so that searches take no page faults on it (a fault on a cached page cost about 2.4 us: 100 int8
-    candidates rescored in 0.37 ms, 0.13 ms mapped). The pages stay the page cache's, shared and
+    so that searches take no page faults on it (docs/benchmarks.md). The pages stay the page cache's, shared and
     reclaimable. Returns the thread, or ``None`` where there is nothing to read."""
     if _MADVISE is None or not array.size or not is_mapped(array):
         return None

@@ -9,8 +9,8 @@ and tokens to the next length in ``FIXED_TOKENS`` (masked, so each vector is
 the one the unpadded run gives). Larger inputs (passage batches) run on the
 dynamic graph. A fixed-shape copy is compiled on first use (its compiled
 blob is cached on disk, so a later process loads it in a fraction of the
-time) and holds its own weights, about 55 MB for MiniLM in bf16: the few
-shapes below bound that at nine copies.
+time) and holds its own weights: the few shapes below bound that at nine
+copies.
 """
 
 from __future__ import annotations
@@ -156,11 +156,9 @@ class OpenVinoBackend:
 
         A compiled copy is exported to ``openvino-cache/<precision>/fixed-<rows>x<tokens>-<tag>.blob``
         and imported by later processes: importing skips reading the ONNX graph and the hashing of its
-        weights that OpenVINO's own cache does for a reshaped model (a command-line search loaded its
-        query graph in 0.33-0.37 s instead of 0.6-0.8 s). The blob is imported from a memory map, which
+        weights that OpenVINO's own cache does for a reshaped model. The blob is imported from a memory map, which
         the compiled copy keeps using: its weights stay file pages, shared by the processes serving one
-        collection and reclaimable, instead of private memory (three copies: 166 against 422 MB
-        private). A blob that does not import is compiled anew.
+        collection and reclaimable, instead of private memory. A blob that does not import is compiled anew.
 
         Returns:
             ``(compiled graph, infer request)``.
@@ -197,7 +195,7 @@ def _remove_stale_blobs(cache: Path, folder: Path) -> None:
     OpenVINO's own cache files (``<hash>.blob``) once lay in ``openvino-cache/``
     itself and, for fixed shapes, in ``openvino-cache/<precision>/``; the
     dynamic graph's now lie in ``<precision>/dynamic/`` and fixed shapes are
-    ``fixed-*.blob``. About 90 MB each for MiniLM. A file another process
+    ``fixed-*.blob``. A file another process
     still maps stays readable to it until it closes it.
     """
     for stale in [*cache.glob("*.blob"), *(p for p in folder.glob("*.blob") if not p.name.startswith("fixed-"))]:
