@@ -11,7 +11,7 @@ Builds two collections once (kept under ``runs/bench/``) from
 
 Then measures, with scifact's queries (a new query each time, so no cache helps):
 
-- UI: ``app/ui.py`` driven by Streamlit's AppTest; the search time the page
+- UI: ``app/ui/page.py`` driven by Streamlit's AppTest; the search time the page
   shows (the ``Collection.search`` call) and the wall time of the whole script
   rerun that renders the results;
 - API: ``semsearch serve`` on a loopback port, ``POST /search`` over HTTP on
@@ -98,7 +98,7 @@ def ui_latency(path: Path, queries: list[str]) -> dict:
     from streamlit.testing.v1 import AppTest
 
     os.environ["SEMSEARCH_UI_COLLECTION"] = str(path)
-    at = AppTest.from_file(str(REPO / "app" / "ui.py"), default_timeout=300)
+    at = AppTest.from_file(str(REPO / "app" / "ui" / "page.py"), default_timeout=300)
     at.query_params["q"] = "warm up the model and the index"
     at.run()
     shown, rerun = [], []

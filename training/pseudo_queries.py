@@ -90,15 +90,3 @@ def mine_pairs(collection, queries: Sequence[PseudoQuery], seed: int = 0, *, ran
             usable = []  # the search's pick was unusable: draw from everyone
         pairs.append(Pair(pq.query, pq.positive, negative))
     return pairs
-
-
-def reciprocal_rank(collection, queries: Sequence[PseudoQuery], *, k: int = 10, mode: str = "dense",
-                    progress: bool = True) -> float:
-    """Mean reciprocal rank (cut at ``k``) of each pseudo-query's source document in ``collection``'s search."""
-    total = 0.0
-    for pq in tqdm(queries, desc="held-out check", unit="query", disable=not progress):
-        for rank, hit in enumerate(collection.search(pq.query, k=k, mode=mode, evidence="none"), 1):
-            if hit.id == pq.doc_id:
-                total += 1 / rank
-                break
-    return total / max(1, len(queries))

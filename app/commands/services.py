@@ -17,9 +17,9 @@ from pathlib import Path
 
 from app.commands.base import EXIT_FAILURE, EXIT_OK, UsageError, add_collection_arg, add_commands
 from app.loopback import is_loopback, named_hosts
+from app.ui import PAGE_SCRIPT
 
-UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by app/ui.py, which asks every session for it
-UI_SCRIPT = Path(__file__).resolve().parents[1] / "ui.py"
+UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by the UI (app.ui.signin), which asks every session for it
 
 
 def register(sub) -> None:
@@ -117,7 +117,7 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
 
 
 def run_ui(args) -> int:
-    """Replace this process with Streamlit running ``app/ui.py`` on the collection (or folder of them)."""
+    """Replace this process with Streamlit running ``app/ui/page.py`` on the collection (or folder of them)."""
     root = Path(args.collection).expanduser()
     if root.exists() and not root.is_dir():
         raise UsageError(f"{root} is a file; -c takes a collection directory or a folder of collections")
@@ -129,7 +129,7 @@ def run_ui(args) -> int:
         raise UsageError(f"refusing to serve the UI on {args.host} without a password: set {UI_PASSWORD_ENV} "
                          "(every browser session must then enter it), or keep --host on loopback")
     check_listen(args.host, args.port)
-    argv = [sys.executable, "-m", "streamlit", "run", str(UI_SCRIPT),
+    argv = [sys.executable, "-m", "streamlit", "run", str(PAGE_SCRIPT),
             "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
             "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
             "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
@@ -210,7 +210,7 @@ def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
         UsageError: A directory that is neither a collection nor a folder of them, a bad or repeated name.
     """
     from app.server.access import check_name
-    from app.ui_support import find_collections
+    from app.ui.folders import find_collections
     from retriever.errors import BadInputError
 
     collections: dict[str, Path] = {}

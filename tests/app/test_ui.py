@@ -10,9 +10,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from app import ui_support as sup  # noqa: E402
+from app.ui.filters import build_where, field_clause, filter_fields  # noqa: E402
+from app.ui.folders import find_collections  # noqa: E402
+from app.ui.uploads import index_uploads, safe_file_name  # noqa: E402
 
-UI = Path(__file__).resolve().parents[2] / "app" / "ui.py"
+UI = Path(__file__).resolve().parents[2] / "app" / "ui" / "page.py"
 TIMEOUT = 120  # the first run loads the model
 
 DOCS = [
@@ -255,7 +257,7 @@ def test_collection_picker(monkeypatch, tmp_path, tiny_embedder):
 
 # -- helpers -----------------------------------------------------------------------
 def test_filter_fields_and_clauses():
-    specs = {s.name: s for s in sup.filter_fields({
+    specs = {s.name: s for s in filter_fields({
         "lang": ["en", "de"], "year": [2020, 2019.5], "ok": [True], "tags": [], "encoding": ["utf-8"],
         "path": [f"p{i}" for i in range(20)],
     })}
@@ -263,13 +265,13 @@ def test_filter_fields_and_clauses():
     assert specs["lang"].kind == "choice" and specs["lang"].options == ("de", "en")
     assert specs["year"].kind == "number" and (specs["year"].low, specs["year"].high) == (2019.5, 2020)
     assert specs["ok"].kind == "bool" and specs["path"].kind == "text"
-    assert sup.field_clause(specs["lang"], ["en"]) == {"lang": "en"}
-    assert sup.field_clause(specs["lang"], ["en", "de"]) == {"lang": {"$in": ["en", "de"]}}
-    assert sup.field_clause(specs["year"], (2000, None)) == {"year": {"$gte": 2000}}
-    assert sup.field_clause(specs["ok"], "no") == {"ok": False}
-    assert sup.field_clause(specs["path"], "p1, 7") == {"path": {"$in": ["p1", 7]}}
-    assert sup.build_where([None, {"a": 1}], {"b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
-    assert sup.build_where([None], None) is None
+    assert field_clause(specs["lang"], ["en"]) == {"lang": "en"}
+    assert field_clause(specs["lang"], ["en", "de"]) == {"lang": {"$in": ["en", "de"]}}
+    assert field_clause(specs["year"], (2000, None)) == {"year": {"$gte": 2000}}
+    assert field_clause(specs["ok"], "no") == {"ok": False}
+    assert field_clause(specs["path"], "p1, 7") == {"path": {"$in": ["p1", 7]}}
+    assert build_where([None, {"a": 1}], {"b": 2}) == {"$and": [{"a": 1}, {"b": 2}]}
+    assert build_where([None], None) is None
 
 
 def test_find_collections(tmp_path):
@@ -278,11 +280,11 @@ def test_find_collections(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "manifest.json").write_text("{}")
     (tmp_path / "c").mkdir()
-    assert [p.name for p in sup.find_collections(tmp_path)] == ["a", "b"]
-    assert sup.find_collections(tmp_path / "a") == [tmp_path / "a"]
-    assert sup.find_collections(tmp_path / "missing") == []
-    assert sup.safe_file_name("../../etc/passwd") == "passwd"
-    assert sup.safe_file_name("C:\\x\\my notes.txt") == "my notes.txt"
+    assert [p.name for p in find_collections(tmp_path)] == ["a", "b"]
+    assert find_collections(tmp_path / "a") == [tmp_path / "a"]
+    assert find_collections(tmp_path / "missing") == []
+    assert safe_file_name("../../etc/passwd") == "passwd"
+    assert safe_file_name("C:\\x\\my notes.txt") == "my notes.txt"
 
 
 def test_a_password_guards_every_session(monkeypatch, collection):
@@ -317,10 +319,10 @@ def sign_in(at: AppTest, password: str) -> AppTest:
 
 
 def test_wrong_passwords_pause_sign_in_for_every_session_for_a_while(monkeypatch, collection):
-    from app import ui_lockout
+    from app.ui import lockout
 
     clock = Clock()
-    monkeypatch.setattr(ui_lockout, "THROTTLE", ui_lockout.SignInThrottle(tries_before_pause=3, first_pause_s=30,
+    monkeypatch.setattr(lockout, "THROTTLE", lockout.SignInThrottle(tries_before_pause=3, first_pause_s=30,
                                                                           longest_pause_s=120, clock=clock))
     monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")
     at = app(monkeypatch, collection, q="tea")
@@ -339,7 +341,7 @@ def test_wrong_passwords_pause_sign_in_for_every_session_for_a_while(monkeypatch
 
 
 def test_the_pause_doubles_up_to_a_cap_and_a_right_password_clears_it():
-    from app.ui_lockout import SignInThrottle
+    from app.ui.lockout import SignInThrottle
 
     clock = Clock()
     throttle = SignInThrottle(tries_before_pause=2, first_pause_s=10, longest_pause_s=35, clock=clock)
@@ -383,7 +385,7 @@ def test_uploads_skip_a_refused_record_and_keep_batches_under_the_size_cap():
                {"id": "g3", "text": long_text}]
     content = "\n".join(json.dumps(r) for r in records).encode()
     col, messages = RefusingCollection(), []
-    report = sup.index_uploads(col, [("recs.jsonl", content)], progress=lambda f, text: messages.append(text))
+    report = index_uploads(col, [("recs.jsonl", content)], progress=lambda f, text: messages.append(text))
     assert report.added == ["g1", "g2", "g3"]
     assert report.errors == [("recs.jsonl (bad)", "document 'bad': refused")]
     assert col.calls == [["g1", "bad", "g2"], ["g1"], ["bad"], ["g2"], ["g3"]]
@@ -391,21 +393,30 @@ def test_uploads_skip_a_refused_record_and_keep_batches_under_the_size_cap():
 
 
 def test_without_a_password_the_page_answers_only_loopback_hosts_and_addresses(monkeypatch, collection):
-    """DNS rebinding, and `streamlit run app/ui.py` listening on every interface: the script itself refuses."""
-    from app import ui_guard
+    """DNS rebinding, and `streamlit run app/ui/page.py` listening on every interface: the script itself refuses."""
+    from app.ui import guard
 
     monkeypatch.delenv("SEMSEARCH_UI_PASSWORD", raising=False)
-    monkeypatch.setattr(ui_guard, "listening_address", lambda: "127.0.0.1")
-    monkeypatch.setattr(ui_guard, "request_host", lambda: "evil.example:8501")
+    monkeypatch.setattr(guard, "listening_address", lambda: "127.0.0.1")
+    monkeypatch.setattr(guard, "request_host", lambda: "evil.example:8501")
     at = app(monkeypatch, collection, q="tea")
     assert not cards(at) and any("evil.example" in e.value for e in at.error)
-    monkeypatch.setattr(ui_guard, "request_host", lambda: "localhost:8501")
+    monkeypatch.setattr(guard, "request_host", lambda: "localhost:8501")
     at = app(monkeypatch, collection, q="tea")
     no_failure(at)
     assert cards(at)
-    monkeypatch.setattr(ui_guard, "listening_address", lambda: None)  # `streamlit run`'s default: every interface
+    monkeypatch.setattr(guard, "listening_address", lambda: None)  # `streamlit run`'s default: every interface
     at = app(monkeypatch, collection, q="tea")
     assert not cards(at) and any("SEMSEARCH_UI_PASSWORD" in e.value for e in at.error)
     monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")  # a password: every session signs in first
     at = app(monkeypatch, collection, q="tea")
     assert not at.error and at.text_input(key="password") is not None
+
+
+def test_no_ui_module_is_named_like_a_module_it_would_hide():
+    """``streamlit run app/ui/page.py`` puts ``app/ui/`` first on ``sys.path``: a ``json.py`` there would hide ``json``."""
+    import pkgutil
+    import sys
+
+    taken = set(sys.stdlib_module_names) | {m.name for m in pkgutil.iter_modules() if m.module_finder.path != str(UI.parent)}
+    assert {path.stem for path in UI.parent.glob("*.py")} & taken <= {"__init__"}

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from app import ui_support as sup  # noqa: E402
+from app.ui.uploads import pasted_document  # noqa: E402
 from retriever.errors import BadInputError  # noqa: E402
 from tests.app.test_ui import app, cards, collection, html_of, no_failure  # noqa: E402,F401  (fixture)
 
@@ -18,7 +18,7 @@ DEEP_FILTER = '{"a":' * 5_000 + "1" + "}" * 5_000  # Streamlit drops a query str
 @pytest.mark.parametrize("raw", [DEEP, DEEP_OBJECT, '{"n": ' + "9" * 5000 + "}"])
 def test_pasted_metadata_nested_or_huge_is_a_bad_input_error(raw):
     with pytest.raises(BadInputError, match="metadata"):
-        sup.pasted_document("some text", metadata_json=raw)
+        pasted_document("some text", metadata_json=raw)
 
 
 def test_a_deeply_nested_filter_is_a_message(monkeypatch, collection):

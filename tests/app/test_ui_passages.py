@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app import ui_passages as passages
+from app.ui import passages
 from retriever.documents import Evidence, TermMatch
 
 

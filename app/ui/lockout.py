@@ -3,7 +3,7 @@
 The count is the server process's, shared by every browser session (a new
 session is no way around it). A pause always ends, so the owner is never
 locked out for good: at worst they wait ``longest_pause_s`` after the last
-wrong try. No Streamlit here; ``app/ui.py`` shows the messages.
+wrong try. No Streamlit here; ``app.ui.signin`` shows the messages.
 """
 
 from __future__ import annotations
@@ -78,5 +78,5 @@ def duration(seconds: float) -> str:
     return f"{math.ceil(seconds)} s" if seconds < 120 else f"{math.ceil(seconds / 60)} min"
 
 
-#: The process's throttle, shared by every session (``app/ui.py`` reads it at each run).
+#: The process's throttle, shared by every session (``app.ui.signin`` reads it at each run).
 THROTTLE = SignInThrottle()

@@ -12,10 +12,11 @@ from typing import Any
 
 import streamlit as st
 
-from app import ui_support as sup
-from app.ui_json import parse_object
-from app.ui_markup import BRAND, md_escape, stats_html
-from app.ui_state import clear_filters, default_mode, url_index
+from app.ui.filters import FilterField, build_where, field_clause
+from app.ui.formatting import format_age, format_bytes, model_label
+from app.ui.json_input import parse_object
+from app.ui.markup import BRAND, md_escape, stats_html
+from app.ui.state import clear_filters, default_mode, url_index
 from retriever import Collection
 from retriever.errors import BadInputError
 
@@ -48,14 +49,14 @@ def sidebar_stats(info: dict[str, Any]) -> None:
     left.metric("Documents", f"{info['documents']:,}")
     right.metric("Chunks", f"{info['chunks']:,}")
     st.sidebar.html(stats_html([
-        ("Model", sup.model_label(info["model"]), info["model"]),
+        ("Model", model_label(info["model"]), info["model"]),
         ("Index", info["index"], f"dimension {info['dim']}"),
-        ("On disk", sup.format_bytes(info["size_bytes"]), f"{info['size_bytes']:,} bytes"),
-        ("Updated", sup.format_age(info["updated_at"]), info["updated_at"]),
+        ("On disk", format_bytes(info["size_bytes"]), f"{info['size_bytes']:,} bytes"),
+        ("Updated", format_age(info["updated_at"]), info["updated_at"]),
     ]))
 
 
-def sidebar_settings(specs: list[sup.FilterField], scope: str) -> tuple[int, str, dict | None, str | None]:
+def sidebar_settings(specs: list[FilterField], scope: str) -> tuple[int, str, dict | None, str | None]:
     """The search settings.
 
     Args:
@@ -80,10 +81,10 @@ def sidebar_settings(specs: list[sup.FilterField], scope: str) -> tuple[int, str
     extra, problem = json_filter()
     st.sidebar.button("Clear filters", on_click=clear_filters, args=(keys,), icon=":material/filter_alt_off:",
                       type="tertiary")
-    return k, mode, sup.build_where(clauses, extra), problem
+    return k, mode, build_where(clauses, extra), problem
 
 
-def field_filters(specs: list[sup.FilterField], scope: str) -> tuple[list[dict | None], list[str]]:
+def field_filters(specs: list[FilterField], scope: str) -> tuple[list[dict | None], list[str]]:
     """One widget per field: a multiselect, yes/no, a from/to range, or exact text.
 
     Returns:
@@ -108,7 +109,7 @@ def field_filters(specs: list[sup.FilterField], scope: str) -> tuple[list[dict |
             value = (low, high)
         else:
             value = st.sidebar.text_input(label, key=key, placeholder="exact value, or a, b, c")
-        clauses.append(sup.field_clause(spec, value))
+        clauses.append(field_clause(spec, value))
     return clauses, keys
 
 

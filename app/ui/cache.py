@@ -14,9 +14,9 @@ from typing import Any
 
 import streamlit as st
 
-from app import ui_passages as passages
-from app import ui_support as sup
-from app.ui_state import default_mode
+from app.ui.formatting import source_of
+from app.ui.passages import passage_html
+from app.ui.state import default_mode
 from retriever import Collection
 
 LOCK_TIMEOUT_S = 30.0
@@ -76,6 +76,6 @@ def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: 
         text = doc.text if doc is not None else hit.text
         start, end = (hit.start, hit.end) if doc is not None else (0, len(hit.text))
         evidence = hit.evidence if doc is not None else ()
-        rows.append(hit.to_dict() | {"passage_html": passages.passage_html(text, start, end, evidence),
-                                     "source": sup.source_of(hit)})
+        rows.append(hit.to_dict() | {"passage_html": passage_html(text, start, end, evidence),
+                                     "source": source_of(hit)})
     return rows, took

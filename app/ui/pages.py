@@ -1,7 +1,7 @@
 """The UI's reading pages: search and its result cards, a document, the collection, an empty root.
 
 Each page is a function that draws into the current Streamlit container; the
-entry script (``app/ui.py``) chooses which. The add page is ``app.ui_add``.
+page script (``app/ui/page.py``) chooses which. The add page is ``app.ui.add``.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ from typing import Any
 
 import streamlit as st
 
-from app import ui_passages as passages
-from app import ui_support as sup
-from app.ui_cache import run_search
-from app.ui_markup import BRAND, FILE_ICON, esc, md_escape, plural, table_html
-from app.ui_state import close_document, document_span, open_document
+from app.ui.cache import run_search
+from app.ui.filters import FilterField
+from app.ui.formatting import format_age, format_bytes, metadata_chips
+from app.ui.markup import BRAND, FILE_ICON, esc, md_escape, plural, table_html
+from app.ui.passages import document_html
+from app.ui.state import close_document, document_span, open_document
 from retriever import BadInputError, Collection, SemsearchError
 
 FILTER_KINDS = {"choice": "pick from values", "number": "range", "bool": "yes / no", "text": "exact value"}
@@ -79,7 +80,7 @@ def result_card(rank: int, row: dict[str, Any]) -> None:
     title = row["title"] or row["id"]
     source = row["source"]
     source_line = FILE_ICON + esc(source) + ("" if source == row["id"] else f" &nbsp;·&nbsp; id {esc(row['id'])}")
-    chips = sup.metadata_chips(row["metadata"])
+    chips = metadata_chips(row["metadata"])
     with st.container(border=True):
         st.html(
             f'<div class="ss-card-head"><span class="ss-rank">#{rank}</span>'
@@ -109,7 +110,7 @@ def document_page(col: Collection, doc_id: str) -> None:
     if start is not None and end is not None and end <= len(doc.text):
         facts.append(f'matched passage at characters {start:,}–{end:,} (<a href="#match">jump to it</a>)')
     st.html(f'<div class="ss-meta">{" · ".join(facts)}</div>')
-    body, note = passages.document_html(doc.text, start, end)
+    body, note = document_html(doc.text, start, end)
     if note:
         st.caption(note)
     st.html(f'<div class="ss-doc">{body}</div>')
@@ -119,7 +120,7 @@ def document_page(col: Collection, doc_id: str) -> None:
             st.json(shown)
 
 
-def collection_page(info: dict[str, Any], specs: list[sup.FilterField], fields_examples: dict[str, list]) -> None:
+def collection_page(info: dict[str, Any], specs: list[FilterField], fields_examples: dict[str, list]) -> None:
     """The collection's facts, and its metadata fields with how each is filtered and example values.
 
     Args:
@@ -137,9 +138,9 @@ def collection_page(info: dict[str, Any], specs: list[sup.FilterField], fields_e
         ("Index", info["index"]),
         ("Search modes", ", ".join(Collection.SEARCH_MODES)),
         ("Catalog", info["catalog"]),
-        ("Size on disk", f"{sup.format_bytes(info['size_bytes'])} ({info['size_bytes']:,} bytes)"),
+        ("Size on disk", f"{format_bytes(info['size_bytes'])} ({info['size_bytes']:,} bytes)"),
         ("Created", info["created_at"]),
-        ("Last update", f"{info['updated_at']} ({sup.format_age(info['updated_at'])}), generation {info['generation']}"),
+        ("Last update", f"{info['updated_at']} ({format_age(info['updated_at'])}), generation {info['generation']}"),
     ]))
     st.subheader("Metadata fields")
     if not fields_examples:

@@ -15,19 +15,20 @@ from pathlib import Path
 
 import streamlit as st
 
+from app.ui import PAGE_SCRIPT
 from retriever import Collection
 
 ENV_COLLECTION = "SEMSEARCH_UI_COLLECTION"
 
 
 def collection_root() -> Path | None:
-    """The ``-c`` folder: from ``semsearch ui`` (environment) or ``streamlit run app/ui.py -- -c DIR``.
+    """The ``-c`` folder: from ``semsearch ui`` (environment) or ``streamlit run app/ui/page.py -- -c DIR``.
 
     Returns:
         The folder (``~`` expanded), or None when neither gives one.
     """
     value = os.environ.get(ENV_COLLECTION)
-    if not value and sys.argv and sys.argv[0].endswith("ui.py"):
+    if not value and sys.argv and Path(sys.argv[0]).resolve() == PAGE_SCRIPT:
         args = sys.argv[1:]
         for flag in ("-c", "--collection"):
             if flag in args and args.index(flag) + 1 < len(args):

@@ -2,7 +2,7 @@
 
 ``semsearch ui`` refuses to listen off loopback without ``SEMSEARCH_UI_PASSWORD``
 and tells Streamlit which ``Host`` names to accept; this guard makes the page
-itself refuse too, so ``streamlit run app/ui.py`` (which listens on every
+itself refuse too, so ``streamlit run app/ui/page.py`` (which listens on every
 interface by default) is no open door, and a web page reaching the UI under a
 name of its own (DNS rebinding) gets a refusal instead of the collection.
 """

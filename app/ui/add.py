@@ -10,8 +10,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from app import ui_support as sup
-from app.ui_markup import md_escape, plural
+from app.ui.markup import md_escape, plural
+from app.ui.uploads import AddReport, index_uploads, pasted_document
 from retriever import BadInputError, Collection, SemsearchError
 
 PASTE_KEYS = ("paste-title", "paste-id", "paste-text", "paste-meta")
@@ -41,7 +41,7 @@ def add_page(col: Collection, path: Path) -> None:
                  disabled=not files, icon=":material/upload:", key="index-files"):
         bar = st.progress(0.0, text="Starting…")
         try:
-            result = sup.index_uploads(
+            result = index_uploads(
                 col, [(f.name, f.getvalue()) for f in files],
                 progress=lambda fraction, text: bar.progress(min(1.0, max(0.0, fraction)), text=text),
             )
@@ -66,9 +66,9 @@ def add_pasted(col: Collection) -> None:
     """Form callback: add the pasted document, then empty the form (kept when it failed)."""
     state = st.session_state
     try:
-        doc = sup.pasted_document(state.get("paste-text", ""), state.get("paste-title", ""),
+        doc = pasted_document(state.get("paste-text", ""), state.get("paste-title", ""),
                                   state.get("paste-id", ""), state.get("paste-meta", ""))
-        result = sup.AddReport()
+        result = AddReport()
         result.merge(col.upsert([doc]))
     except BadInputError as exc:
         state["add_report"] = ("paste", _failed(str(exc)))
@@ -81,14 +81,14 @@ def add_pasted(col: Collection) -> None:
     state["add_report"] = ("paste", result)
 
 
-def _failed(message: str) -> sup.AddReport:
+def _failed(message: str) -> AddReport:
     """A report of the pasted text failing with ``message``."""
-    report = sup.AddReport()
+    report = AddReport()
     report.errors.append(("pasted text", message))
     return report
 
 
-def show_add_report(kind: str, report: sup.AddReport) -> None:
+def show_add_report(kind: str, report: AddReport) -> None:
     """What a write did: a success line, the problems as a table, or that nothing was found.
 
     Args:
