@@ -21,16 +21,16 @@ from collections import defaultdict
 import numpy as np
 
 from benchmarks.scale import BENCH, DEFAULT_DATASETS, machine, real_data
-from retriever.search.int8_rows import Int8Rows
+from retriever.search import int8_rows
 
 
 def estimate_errors(chunks: np.ndarray, queries: np.ndarray) -> None:
     """Print the int8 estimates' error and ranking against float32 for every query over ``chunks``."""
-    quantized = Int8Rows.quantize(chunks)
+    quantized = int8_rows.quantize(chunks)
     everything = np.arange(len(chunks))
     errors, kept, deepest = [], 0, 0
     for query in queries:
-        exact, estimated = chunks @ query, quantized.scores(everything, query)
+        exact, estimated = chunks @ query, int8_rows.scores(quantized, everything, query)
         errors.append(np.abs(estimated - exact))
         truth = np.argsort(-exact)[:10]
         rank = np.empty(len(chunks), dtype=np.int64)

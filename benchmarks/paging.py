@@ -29,7 +29,7 @@ from typing import Iterator
 import numpy as np
 
 from benchmarks.scale import BENCH, machine
-from retriever.search import vector_index
+from retriever.storage.segment_format import ROWS_FILE, TEXT
 from retriever.storage import paging
 
 
@@ -48,7 +48,7 @@ def evict_rows_and_texts(col) -> None:
     import os
 
     for part in col.reader.current().parts:
-        for name in ("text.bin", vector_index.ROWS_FILE):
+        for name in (TEXT, ROWS_FILE):
             path = part.segment.folder / name
             if path.is_file():
                 fd = os.open(path, os.O_RDONLY)

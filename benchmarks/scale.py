@@ -231,15 +231,14 @@ def measure(base: Path, state: str, queries: Queries, corpus: Corpus, commits: i
 def footprint(col) -> dict:
     """Counts, bytes on disk, resident index bytes (every ``vectors.faiss``), int8 rescoring rows' bytes (read
     through the page cache, not held), raw vector bytes, the segments."""
-    from retriever.search.int8_rows import CODES_FILE
-    from retriever.search.vector_index import INDEX_FILE
     from retriever.storage.segment import SEGMENTS_DIR
+    from retriever.storage.segment_format import INDEX_FILE, INT8_CODES_FILE
 
     info = col.info()
     segments = []
     for s in info["segments"]:
         folder = col.root / SEGMENTS_DIR / s["name"]
-        int8 = folder / CODES_FILE
+        int8 = folder / INT8_CODES_FILE
         segments.append({"chunks": s["chunks"], **s["index"], "index_bytes": (folder / INDEX_FILE).stat().st_size,
                          "int8_bytes": int8.stat().st_size if int8.exists() else 0})
     return {"documents": info["documents"], "chunks": info["chunks"], "disk_bytes": info["size_bytes"],

@@ -24,7 +24,7 @@ from retriever.evaluation import DEPTH, METRICS, BeirDataset, Run, evaluate_run,
 from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 from retriever.storage.atomic import atomic_write_text
 from retriever.storage.manifest import MANIFEST
-from retriever.storage.upgrade import upgrade
+from retriever.upgrading import upgrade
 
 #: Where ``evaluate`` keeps a dataset's collection when given none (read at call time).
 EVAL_ROOT = Path("~/.cache/semsearch/eval").expanduser()

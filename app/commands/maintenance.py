@@ -152,7 +152,7 @@ def run_compact(args) -> int:
 
 def run_upgrade(args) -> int:
     """Bring the collection up to date in place and print what was done."""
-    from retriever.storage.upgrade import upgrade
+    from retriever.upgrading import upgrade
 
     print(upgrade(args.collection, progress=not args.quiet), file=sys.stderr)
     return EXIT_OK

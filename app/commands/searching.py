@@ -77,7 +77,7 @@ def add_eval_flags(p: argparse.ArgumentParser) -> None:
 def run_search(args) -> int:
     """Print the hits of ``args.query``: ranked, with a wrapped snippet each, or as JSON."""
     from retriever.collection import Collection
-    from retriever.search.filters import parse_where
+    from retriever.filters import parse_where
 
     where = parse_where(args.where)
     if args.k < 1:

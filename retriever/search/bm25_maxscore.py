@@ -25,7 +25,7 @@ import numpy as np
 
 from retriever.search import bm25_kernels
 from retriever.search.bm25 import BM25Part, bm25_idf, counted_terms
-from retriever.search.bm25_ranges import RangeBounds
+from retriever.storage.range_bounds import RangeBounds
 
 _EVERY_ROW = np.zeros(0, dtype=bool)
 _THREAD = threading.local()

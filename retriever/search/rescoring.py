@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from retriever.search import int8_rows
 from retriever.storage.paging import gather_rows
 
 DEEP_CANDIDATES = 3  # candidates rescored per hit past the 10th
@@ -54,7 +55,7 @@ def rescore(built, queries: np.ndarray, found: np.ndarray, k: int,
         if len(ids) > 1 and not (ids[1:] > ids[:-1]).all():  # a filter's rows are ascending already
             ids = np.unique(ids)  # ascending rows: a gather reads pages in order
         if built.int8 is not None:
-            estimated = built.int8.scores(ids, query)
+            estimated = int8_rows.scores(built.int8, ids, query)
             keep = np.argsort(-estimated, kind="stable")[: k if estimates else 2 * k + EXACT_SLACK]
             if estimates:
                 scores[i, : len(keep)], rows[i, : len(keep)] = estimated[keep], ids[keep]

@@ -22,8 +22,8 @@ codes, how many candidates are rescored) is tuned at build time so that
 recall@10 of the whole search against exact search is at least
 ``IndexPolicy.target_recall`` on query-like probes, placed off the rows as
 far as real queries sit from their documents (``probe_queries``). Indexes
-are memory-mapped when read, so processes serving one collection share
-pages.
+are written, and memory-mapped when read, by ``retriever.storage.vector_files``
+(so processes serving one collection share pages).
 
 Filtering and deletions use a bitmap over rows (``faiss.IDSelectorBitmap``).
 A search of an IVF or of codes whose bitmap lets few rows through is
@@ -36,28 +36,18 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Iterator
 
 import faiss
 import numpy as np
 
-from retriever.errors import BadInputError, CorruptCollectionError
+from retriever.errors import BadInputError
 from retriever.search import int8_rows, ivf_tuning, rescoring
-from retriever.search.int8_rows import Int8Rows
-from retriever.storage.paging import gather_rows, is_pass, read_ahead_in_background, read_at_random
+from retriever.storage.segment_format import FLAT, IVF, IVF_RABITQ
+from retriever.storage.vector_files import VectorIndex, reconstruct
 
-FLAT = "flat"
-IVF = "ivf"
-IVF_RABITQ = "ivf-rabitq"
-RABITQ = "rabitq"  # codes of every row, no lists: read in segments written before small ones got lists
-COMPRESSED = (IVF_RABITQ, RABITQ)  # types whose codes are rescored from float32 rows (``ROWS_FILE``)
+
 CODES = ("float32", "compressed", "always")
-INDEX_FILE = "vectors.faiss"
-ROWS_FILE = "vectors.npy"  # float32 rows for exact rescoring, beside compressed codes
-# FAISS's fast-scan search keeping each query's best codes in a heap: the same hits as its default, sooner
-# (docs/benchmarks.md)
-FAST_SCAN_IMPLEMENTATION = 10
 
 
 @dataclass(frozen=True)
@@ -108,36 +98,14 @@ class IndexPolicy:
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         return cls(**known)
 
+    def index_type_for(self, n: int) -> str:
+        """The index type ``build`` gives ``n`` vectors under this policy (``index_type_for``)."""
+        return index_type_for(n, self)
 
-@dataclass
-class VectorIndex:
-    """A segment's vectors as searched: the FAISS index, what ``build`` recorded of it, and, beside
-    compressed codes, the ``(n, dim)`` float32 rows that rescore candidates (``None`` when the index
-    holds float32 vectors itself) and their int8 copies that rank them first (``None`` in segments
-    written before int8 copies were)."""
-
-    index: faiss.Index
-    info: dict
-    rows: np.ndarray | None = None
-    int8: Int8Rows | None = None
-
-    def __post_init__(self) -> None:
-        if isinstance(self.index, faiss.IndexIVFFastScan):
-            self.index.implem = FAST_SCAN_IMPLEMENTATION
-
-    @property
-    def d(self) -> int:
-        return int(self.index.d)
-
-    @property
-    def ntotal(self) -> int:
-        return int(self.index.ntotal)
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        """The files the index is written to."""
-        int8 = () if self.int8 is None else int8_rows.FILES
-        return ((INDEX_FILE,) if self.rows is None else (INDEX_FILE, ROWS_FILE)) + int8
+    def build(self, vectors: np.ndarray) -> VectorIndex:
+        """The index ``build`` makes of ``vectors`` under this policy: what a segment writer is handed
+        (``retriever.storage.segment.IndexBuilder``)."""
+        return build(vectors, self)
 
 
 def index_type_for(n: int, policy: IndexPolicy) -> str:
@@ -175,7 +143,7 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     index.add(vectors)
     if compressed:
         built = VectorIndex(index, {"type": IVF_RABITQ, "nlist": nlist, "int8": True}, vectors,
-                            Int8Rows.quantize(vectors))
+                            int8_rows.quantize(vectors))
     else:
         index.make_direct_map()  # row -> vector, for exact filtered search and merging
         built = VectorIndex(index, {"type": IVF, "nlist": nlist})
@@ -197,84 +165,6 @@ def _nlist_for(n: int, small: bool = False) -> int:
     below ``ann_min_rows``) gets fewer, one per 256 rows and at least one, as each list needs rows to train."""
     lists = int(min(4096, max(64, 2 ** round(np.log2(np.sqrt(max(n, 1)))))))
     return max(1, min(lists, n // 256)) if small else lists
-
-
-def write(built: VectorIndex, path: Path) -> None:
-    """Write the FAISS index to ``path`` (``vectors.faiss``); compressed codes' rows go to ``ROWS_FILE``
-    beside it by ``write_rows``."""
-    faiss.write_index(built.index, str(path))
-
-
-def write_rows(built: VectorIndex, folder: Path, write_file) -> None:
-    """Write the rescoring rows of compressed codes into ``folder``: float32 (``vectors.npy``) and their
-    int8 copies, each through ``write_file(path, fill)`` (``atomic.write_durably``)."""
-    rows = np.ascontiguousarray(built.rows, dtype=np.float32)
-    write_file(Path(folder) / ROWS_FILE, lambda path: np.save(path, rows, allow_pickle=False))
-    if built.int8 is not None:
-        built.int8.write(folder, write_file)
-
-
-def read(folder: Path, info: dict) -> VectorIndex:
-    """Memory-map a segment's index (and, beside compressed codes, its float32 rows); IVF gets its tuned
-    ``nprobe``, float32 IVF a direct map.
-
-    Raises:
-        FileNotFoundError: The folder is gone (a merge removed the segment).
-        CorruptCollectionError: A file exists but is not a readable index or rows of its shape.
-    """
-    folder = Path(folder)
-    path = folder / INDEX_FILE
-    if not path.exists():
-        raise FileNotFoundError(path)
-    kind = info.get("type", FLAT)
-    flags = faiss.IO_FLAG_MMAP_IFC if kind == FLAT else faiss.IO_FLAG_MMAP
-    try:
-        index = faiss.read_index(str(path), flags | faiss.IO_FLAG_READ_ONLY)
-    except RuntimeError as exc:
-        if not path.exists():
-            raise FileNotFoundError(path) from None
-        raise CorruptCollectionError(f"cannot read vector index {path}: {exc}") from None
-    rows = None
-    if kind in (IVF, IVF_RABITQ):
-        index.nprobe = int(info["nprobe"])
-    if kind == IVF and index.direct_map.type == faiss.DirectMap.NoMap:
-        index.make_direct_map()
-    int8 = None
-    if kind in COMPRESSED:
-        rows = _read_rows(folder / ROWS_FILE, index)
-        int8 = Int8Rows.read(folder, index.ntotal, index.d) if info.get("int8") else None
-    return VectorIndex(index, dict(info), rows, int8)
-
-
-def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
-    """The ``(ntotal, d)`` float32 rescoring rows at ``path``, memory-mapped."""
-    if not path.exists():
-        raise FileNotFoundError(path)
-    try:
-        rows = np.load(path, mmap_mode="r", allow_pickle=False)
-    except FileNotFoundError:
-        raise  # its folder was removed since the check
-    except (OSError, ValueError, EOFError) as exc:
-        raise CorruptCollectionError(f"cannot read rescoring vectors {path}: {exc}") from None
-    if rows.dtype != np.float32 or rows.shape != (index.ntotal, index.d):
-        raise CorruptCollectionError(f"{path} holds {rows.dtype} {rows.shape}, "
-                                     f"not float32 ({index.ntotal}, {index.d}) as its index")
-    return read_at_random(np.asarray(rows))  # a plain ndarray over the mapping: pages shared, no memmap overhead
-
-
-def reconstruct(built: VectorIndex, rows: np.ndarray, read_rows: bool = True) -> np.ndarray:
-    """Vectors of ``rows``, ``(len(rows), dim)`` float32 (``read_rows``: see ``paging.gather_rows``)."""
-    index = built.index
-    if len(rows) == 0:
-        return np.zeros((0, index.d), dtype=np.float32)
-    if built.rows is not None:
-        gathered = gather_rows(built.rows, rows, read_rows)
-        if built.int8 is not None and is_pass(built.rows, rows):  # it pushed other pages out of the cache:
-            read_ahead_in_background(built.int8.codes)  # read back the tier every search reads
-        return gathered
-    if isinstance(index, faiss.IndexFlat):
-        return faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)[rows]
-    return index.reconstruct_batch(np.ascontiguousarray(rows, dtype=np.int64))
 
 
 def exact_scores(built: VectorIndex, rows: np.ndarray, query: np.ndarray, read_rows: bool = True) -> np.ndarray:

@@ -17,7 +17,8 @@ import numpy as np
 
 from retriever.storage.catalog import Catalog, CatalogState, Publish
 from retriever.storage.integrity import CheckReport, Damage, check_segments, segment_keys
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import SEGMENTS_DIR
+from retriever.storage.segment_format import KEYS, META, deletion_file
 
 CATALOG = "catalog"  # what a damage of the catalog, not of a segment, names as its segment
 
@@ -50,7 +51,7 @@ def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
     if not damaged and not report.damaged and not report.unreadable:
         _check_coverage(Path(root) / SEGMENTS_DIR, catalog, state, report)
     if damaged:
-        bad_keys = {d.segment for d in report.damaged if d.file in ("keys.npy", "segment.json")}
+        bad_keys = {d.segment for d in report.damaged if d.file in (KEYS, META)}
         report.documents = _documents_of(Path(root) / SEGMENTS_DIR, catalog, state, damaged, bad_keys)
     return report
 

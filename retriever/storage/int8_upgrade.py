@@ -13,20 +13,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 from filelock import FileLock, Timeout
 from tqdm import tqdm
 
 from retriever.errors import CollectionLockedError
-from retriever.search import vector_index
-from retriever.search.int8_rows import FILES, Int8Rows
 from retriever.storage.atomic import atomic_write_text, write_durably
+from retriever.storage.int8_files import Int8Rows, write_int8_rows
 from retriever.storage.cleanup import LOCK_FILE
 from retriever.storage.integrity import crc32_of
 from retriever.storage.paging import read_ahead
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.storage.segment_files import META, SEGMENT_NAME
+from retriever.storage.segment_files import SEGMENT_NAME
+from retriever.storage.segment_format import COMPRESSED, INT8_FILES, META, ROWS_FILE
 
 
 def segments_without_int8(root: Path) -> list[Path]:
@@ -39,13 +40,17 @@ def segments_without_int8(root: Path) -> list[Path]:
             index = json.loads((folder / META).read_text(encoding="utf-8"))["index"]
         except (OSError, ValueError, KeyError, TypeError):
             continue  # no published segment: the writer's leftovers, or damage `check` reports
-        if index.get("type") in vector_index.COMPRESSED and not index.get("int8"):
+        if index.get("type") in COMPRESSED and not index.get("int8"):
             found.append(folder)
     return found
 
 
-def add_int8_rows(root: Path, progress: bool = True, lock_timeout: float = 10.0) -> int:
+def add_int8_rows(root: Path, quantize: Callable[[np.ndarray], Int8Rows], progress: bool = True,
+                  lock_timeout: float = 10.0) -> int:
     """Write int8 rows into every compressed segment of the collection at ``root`` lacking them.
+
+    ``quantize(rows)`` makes the int8 copies of a segment's ``(chunks, dim)`` float32 rows
+    (``retriever.search.int8_rows.quantize``, handed in by ``retriever.upgrading``).
 
     Returns:
         How many segments got them.
@@ -62,18 +67,18 @@ def add_int8_rows(root: Path, progress: bool = True, lock_timeout: float = 10.0)
     try:
         folders = segments_without_int8(root)
         for folder in tqdm(folders, unit="segment", desc="int8 rows", disable=not progress or not folders):
-            _add_to(folder)
+            _add_to(folder, quantize)
         return len(folders)
     finally:
         lock.release()
 
 
-def _add_to(folder: Path) -> None:
+def _add_to(folder: Path, quantize: Callable[[np.ndarray], Int8Rows]) -> None:
     meta = json.loads((folder / META).read_text(encoding="utf-8"))
-    rows = np.load(folder / vector_index.ROWS_FILE, mmap_mode="r", allow_pickle=False)
+    rows = np.load(folder / ROWS_FILE, mmap_mode="r", allow_pickle=False)
     read_ahead(np.asarray(rows))  # one pass over the whole file
-    Int8Rows.quantize(rows).write(folder, write_durably)
+    write_int8_rows(quantize(rows), folder, write_durably)
     meta["index"]["int8"] = True
     if "checksums" in meta:
-        meta["checksums"].update({name: crc32_of(folder / name) for name in FILES})
+        meta["checksums"].update({name: crc32_of(folder / name) for name in INT8_FILES})
     atomic_write_text(folder / META, json.dumps(meta))

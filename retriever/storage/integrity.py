@@ -28,7 +28,7 @@ import numpy as np
 
 from retriever.errors import CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import write_durably
-from retriever.storage.segment_files import CHECKSUM_SUFFIX, META, deletion_file
+from retriever.storage.segment_format import CHECKSUM_SUFFIX, KEYS, META, deletion_file
 _BLOCK = 1 << 20
 
 
@@ -192,7 +192,7 @@ def refuse_damage(segments_dir: Path, refs: Sequence[Any], what: str) -> None:
 def segment_keys(folder: Path) -> np.ndarray | None:
     """The document keys a segment holds, or ``None`` when its ``keys.npy`` cannot be read."""
     try:
-        keys = np.load(Path(folder) / "keys.npy", allow_pickle=False)
+        keys = np.load(Path(folder) / KEYS, allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
     return keys if keys.ndim == 1 and keys.dtype.kind in "iu" else None

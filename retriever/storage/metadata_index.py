@@ -6,7 +6,7 @@ Every scalar leaf of a document's metadata is one row of ``semsearch_fields``
 ``(field, str)`` serve equality, ranges and ``$in``; lists and nulls are not
 indexed, so they match no comparison (and every negation), as before.
 
-``FilterPlan`` turns a ``where`` filter (grammar in ``retriever.search.filters``)
+``FilterPlan`` turns a ``where`` filter (grammar in ``retriever.filters``)
 into one index lookup per comparison, sent together as one flat
 ``UNION ALL`` (split only to stay under the database's limits on terms and
 parameters), and combines their key sets in memory: ``$and`` intersects,
@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 from sqlalchemy import BigInteger, Column, Float, Index, String, Table, Text, and_, literal, or_, select, union_all
 
-from retriever.search.filters import LOGICAL, validate_where
+from retriever.filters import LOGICAL, validate_where
 
 NUMBER, STRING, BOOLEAN = "n", "s", "b"
 _RANGES = {"$gt": "__gt__", "$gte": "__ge__", "$lt": "__lt__", "$lte": "__le__"}

@@ -33,6 +33,7 @@ from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import Publish, SegmentRef
 from retriever.storage.cleanup import remove_files
 from retriever.storage.segment import SEGMENTS_DIR, SegmentData, segment_name, write_deletions
+from retriever.storage.segment_format import DOC_CHUNKS, KEYS
 from retriever.storage.segment_merge import merge
 from retriever.storage.staging import STAGED_PREFIX, this_owner
 from retriever.storage.view import SegmentView
@@ -216,8 +217,8 @@ def _place(root: Path, view, staged: dict[str, tuple[Path, np.ndarray]], state,
         target = Path(root) / SEGMENTS_DIR / segment_name(number)
         folder.rename(target)
         placed.append(target)
-        keys = np.load(target / "keys.npy", mmap_mode="r")
-        chunks += int(np.load(target / "doc_chunks.npy", mmap_mode="r")[-1])
+        keys = np.load(target / KEYS, mmap_mode="r")
+        chunks += int(np.load(target / DOC_CHUNKS, mmap_mode="r")[-1])
         if len(deleted_since):
             rows = np.searchsorted(keys, np.asarray(part.segment.keys)[deleted_since])
             write_deletions(target, generation, rows)

@@ -1,25 +1,9 @@
 """Segments: the immutable units a collection's documents live in.
 
 A segment is a folder under ``segments/`` holding a batch of documents and
-their chunks, written once and never changed::
-
-    segments/s000017/
-        segment.json        counts, dimension, the vector index's type, each file's CRC-32 (written last)
-        keys.npy            (docs,) int64 catalog keys, ascending
-        doc_chunks.npy      (docs + 1,) int64: document r owns chunk rows [doc_chunks[r], doc_chunks[r + 1])
-        spans.npy           (chunks, 2) int64 character offsets of each chunk in its document
-        byte_spans.npy      (chunks, 2) int64 the same spans in UTF-8 bytes
-        text.bin            every document's text, UTF-8, one after another
-        text_offsets.npy    (docs + 1,) int64 byte offsets into text.bin
-        vectors.faiss       the chunk vectors (see ``retriever.search.vector_index``)
-        vectors.npy         (chunks, dim) float32 rows that rescore compressed codes (``ivf-rabitq`` only)
-        terms.txt           BM25 vocabulary, one term a line
-        postings.*.npy      term -> (document row, term frequency), see ``bm25.Postings``
-        doc_lengths.npy     (docs,) float32 analysed length of title + text
-        chunk_terms.*.npy   term -> chunk rows containing it (for keyword snippets)
-        bm25_ranges.*.npy   per term and range of 1,024 rows: its largest tf, smallest length (``bm25_ranges``)
-        deleted.<g>.npy     document rows deleted as of generation g (the only files added later),
-                            its CRC-32 in deleted.<g>.npy.crc32
+their chunks, written once and never changed. Its files, their shapes and
+the format's versions are defined in ``segment_format``; this module writes
+them (``SegmentData.write``) and opens them checked (``Segment``).
 
 Everything but the FAISS index is a NumPy array opened memory-mapped, so a
 reader pays for what it touches and processes share pages.
@@ -36,15 +20,20 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search import int8_rows, vector_index
-from retriever.search.bm25_ranges import RangeBounds
-from retriever.storage.atomic import fsync_dir, write_durably
-from retriever.search.bm25 import Analyzer, Postings
 from retriever.errors import CorruptCollectionError
+from retriever.storage.atomic import fsync_dir, write_durably
+from retriever.storage.builders import IndexBuilder, TermAnalyzer
 from retriever.storage.integrity import record_checksums, write_checksum_beside
 from retriever.storage.paging import read_ahead, read_at_random, read_ranges_ahead
+from retriever.storage.postings import Postings
+from retriever.storage.range_bounds import RangeBounds
 from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
-from retriever.storage.segment_files import META, check_offsets, check_spans, deletion_file, own_folder, regular_file
+from retriever.storage.segment_files import check_offsets, check_spans, own_folder, regular_file
+from retriever.storage.segment_format import BYTE_SPANS, CHUNK_TERMS, COMPRESSED, DOC_CHUNKS, DOC_LENGTHS
+from retriever.storage.segment_format import FORMAT_VERSION, INDEX_FILE, INT8_FILES, KEYS, META, POSTINGS, RANGE_ARRAYS
+from retriever.storage.segment_format import RANGES, ROWS_FILE, SPANS, TERMS, TEXT, TEXT_OFFSETS, VERSION_KEY
+from retriever.storage.segment_format import deletion_file, part_file
+from retriever.storage.vector_files import read_vectors, write_vectors
 
 SEGMENTS_DIR = "segments"
 
@@ -88,7 +77,7 @@ class SegmentData:
         texts: Sequence[str],
         spans: Sequence[Sequence[tuple[int, int]]],
         vectors: np.ndarray,
-        analyzer: Analyzer,
+        analyzer: TermAnalyzer,
     ) -> "SegmentData":
         """Analyse and lay out documents whose chunks were embedded into ``vectors`` (in order)."""
         encoded = [text.encode("utf-8") for text in texts]
@@ -126,47 +115,45 @@ class SegmentData:
             chunk_terms=_postings(terms, chunk_parts, counts=False),
         )
 
-    def write(self, folder: Path, policy: vector_index.IndexPolicy) -> dict:
-        """Write the segment into a new ``folder``, fsynced; ``segment.json`` last. Returns its meta."""
+    def write(self, folder: Path, index_builder: IndexBuilder) -> dict:
+        """Write the segment into a new ``folder``, fsynced; ``segment.json`` last. Returns its meta.
+
+        ``index_builder`` builds the vector index (``retriever.search.vector_index.IndexPolicy``, handed in
+        by the caller); the files are those of ``segment_format`` at ``FORMAT_VERSION``.
+        """
         folder = Path(folder)
         if folder.exists():
             shutil.rmtree(folder)
         folder.mkdir(parents=True)
-        built = vector_index.build(self.vectors, policy)
-        write_durably(folder / vector_index.INDEX_FILE, lambda path: vector_index.write(built, path))
-        if built.rows is not None:
-            vector_index.write_rows(built, folder, write_durably)
+        built = index_builder.build(self.vectors)
+        write_vectors(built, folder, write_durably)
         arrays = {
-            "keys": self.keys,
-            "doc_chunks": self.doc_chunks,
-            "spans": self.spans,
-            "byte_spans": self.byte_spans,
-            "text_offsets": self.text_offsets,
-            "doc_lengths": self.doc_lengths,
-            "postings.indptr": self.postings.indptr,
-            "postings.rows": self.postings.rows,
-            "postings.tf": self.postings.tf,
-            "chunk_terms.indptr": self.chunk_terms.indptr,
-            "chunk_terms.rows": self.chunk_terms.rows,
+            KEYS: self.keys,
+            DOC_CHUNKS: self.doc_chunks,
+            SPANS: self.spans,
+            BYTE_SPANS: self.byte_spans,
+            TEXT_OFFSETS: self.text_offsets,
+            DOC_LENGTHS: self.doc_lengths,
+            part_file(POSTINGS, "indptr"): self.postings.indptr,
+            part_file(POSTINGS, "rows"): self.postings.rows,
+            part_file(POSTINGS, "tf"): self.postings.tf,
+            part_file(CHUNK_TERMS, "indptr"): self.chunk_terms.indptr,
+            part_file(CHUNK_TERMS, "rows"): self.chunk_terms.rows,
         }
         bounds = RangeBounds.build(self.postings, self.doc_lengths)
-        arrays.update({f"{RANGES}.{name}": getattr(bounds, name) for name in RANGE_ARRAYS})
+        arrays.update({part_file(RANGES, name): getattr(bounds, name) for name in RANGE_ARRAYS})
         for name, array in arrays.items():
-            write_durably(folder / f"{name}.npy", lambda path, a=array: np.save(path, a, allow_pickle=False))
-        write_durably(folder / "text.bin", lambda path: path.write_bytes(self.text_blob))
+            write_durably(folder / name, lambda path, a=array: np.save(path, a, allow_pickle=False))
+        write_durably(folder / TEXT, lambda path: path.write_bytes(self.text_blob))
         terms = "\n".join(self.postings.terms)
-        write_durably(folder / "terms.txt", lambda path: path.write_text(terms, encoding="utf-8"))
+        write_durably(folder / TERMS, lambda path: path.write_text(terms, encoding="utf-8"))
         meta = {"docs": int(len(self.keys)), "chunks": int(len(self.spans)), "dim": int(self.vectors.shape[1]),
                 "index": built.info, "bm25_ranges": {"rows_per_range": bounds.rows_per_range},
-                "checksums": record_checksums(folder)}
+                "checksums": record_checksums(folder), VERSION_KEY: FORMAT_VERSION}
         write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
         fsync_dir(folder)
         fsync_dir(folder.parent)
         return meta
-
-
-RANGES = "bm25_ranges"  # files bm25_ranges.<array>.npy: BM25's bounds per term and row range
-RANGE_ARRAYS = ("indptr", "ranges", "starts", "max_tf", "min_length")
 
 
 class Segment:
@@ -194,53 +181,52 @@ class Segment:
             raise CorruptCollectionError(f"segment {self.folder} is incomplete") from None
         except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty .npy file
             raise CorruptCollectionError(f"cannot read segment {self.folder}: {exc}") from None
-        index_path = regular_file(self.folder / vector_index.INDEX_FILE)
-        if self.meta["index"].get("type") in vector_index.COMPRESSED:
-            regular_file(self.folder / vector_index.ROWS_FILE)
-            for name in int8_rows.FILES if self.meta["index"].get("int8") else ():
+        index_path = regular_file(self.folder / INDEX_FILE)
+        if self.meta["index"].get("type") in COMPRESSED:
+            regular_file(self.folder / ROWS_FILE)
+            for name in INT8_FILES if self.meta["index"].get("int8") else ():
                 regular_file(self.folder / name)
-        self.index = vector_index.read(self.folder, self.meta["index"])
+        self.index = read_vectors(self.folder, self.meta["index"])
         check_index(self.index, self.n_chunks, int(self.meta["dim"]), index_path)
 
     def _open_arrays(self) -> None:
         """Map every array and read the vocabulary, each checked against ``segment.json``'s counts."""
         docs, chunks = self.n_docs, self.n_chunks
-        self.keys = self._array("keys", (docs,), "i")
-        self.doc_chunks = self._array("doc_chunks", (docs + 1,), "i")
-        self.spans = self._array("spans", (chunks, 2), "i")
-        self.byte_spans = self._array("byte_spans", (chunks, 2), "i")
-        self.text_offsets = self._array("text_offsets", (docs + 1,), "i")
-        self.doc_lengths = self._array("doc_lengths", (docs,), "f")
-        text_path = regular_file(self.folder / "text.bin")
+        self.keys = self._array(KEYS, (docs,), "i")
+        self.doc_chunks = self._array(DOC_CHUNKS, (docs + 1,), "i")
+        self.spans = self._array(SPANS, (chunks, 2), "i")
+        self.byte_spans = self._array(BYTE_SPANS, (chunks, 2), "i")
+        self.text_offsets = self._array(TEXT_OFFSETS, (docs + 1,), "i")
+        self.doc_lengths = self._array(DOC_LENGTHS, (docs,), "f")
+        text_path = regular_file(self.folder / TEXT)
         self.text_blob = (
             np.asarray(np.memmap(text_path, dtype=np.uint8, mode="r"))
             if text_path.stat().st_size
             else np.zeros(0, np.uint8)
         )
         read_at_random(self.text_blob)  # a search reads the texts of its ten hits, anywhere in the file
-        check_keys(self.keys, self.folder / "keys.npy")
-        check_offsets(self.doc_chunks, chunks, self.folder / "doc_chunks.npy")
-        check_offsets(self.text_offsets, len(self.text_blob), self.folder / "text_offsets.npy")
-        check_spans(self.byte_spans, np.diff(self.text_offsets)[self.chunk_doc], self.folder / "byte_spans.npy")
+        check_keys(self.keys, self.folder / KEYS)
+        check_offsets(self.doc_chunks, chunks, self.folder / DOC_CHUNKS)
+        check_offsets(self.text_offsets, len(self.text_blob), self.folder / TEXT_OFFSETS)
+        check_spans(self.byte_spans, np.diff(self.text_offsets)[self.chunk_doc], self.folder / BYTE_SPANS)
         # opened now, not on first use: a merge may remove the folder while this reader lives
-        text = regular_file(self.folder / "terms.txt").read_text(encoding="utf-8")
+        text = regular_file(self.folder / TERMS).read_text(encoding="utf-8")
         self.terms = text.split("\n") if text else []
-        self.postings = self._postings("postings", True)
-        self.chunk_terms = self._postings("chunk_terms", False)
+        self.postings = self._postings(POSTINGS, True)
+        self.chunk_terms = self._postings(CHUNK_TERMS, False)
         self._stored_bounds = self._open_range_bounds()
 
-    def _postings(self, name: str, counts: bool) -> Postings:
-        """The postings ``<name>.*.npy``, their offsets checked against the vocabulary."""
-        indptr = self._array(f"{name}.indptr", (len(self.terms) + 1,), "i")
-        rows = np.load(regular_file(self.folder / f"{name}.rows.npy"), mmap_mode="r", allow_pickle=False)
-        rows = check_array(np.asarray(rows), (int(indptr[-1]),), "i", self.folder / f"{name}.rows.npy")
-        check_offsets(indptr, len(rows), self.folder / f"{name}.indptr.npy")
-        tf = self._array(f"{name}.tf", rows.shape, "f") if counts else None
+    def _postings(self, group: str, counts: bool) -> Postings:
+        """The postings ``<group>.*.npy``, their offsets checked against the vocabulary."""
+        indptr = self._array(part_file(group, "indptr"), (len(self.terms) + 1,), "i")
+        rows = self._array(part_file(group, "rows"), (int(indptr[-1]),), "i")
+        check_offsets(indptr, len(rows), self.folder / part_file(group, "indptr"))
+        tf = self._array(part_file(group, "tf"), rows.shape, "f") if counts else None
         return Postings(self.terms, indptr, rows, tf)
 
     def _array(self, name: str, shape: tuple[int, ...], kind: str) -> np.ndarray:
-        """``<name>.npy`` memory-mapped, checked to have ``shape`` and a dtype of ``kind``."""
-        path = regular_file(self.folder / f"{name}.npy")
+        """The file ``name`` memory-mapped, checked to have ``shape`` and a dtype of ``kind``."""
+        path = regular_file(self.folder / name)
         # a plain ndarray over the mapping: pages still shared, slicing without memmap's per-slice cost
         return check_array(np.asarray(np.load(path, mmap_mode="r", allow_pickle=False)), shape, kind, path)
 
@@ -268,19 +254,19 @@ class Segment:
         if not settings:
             return None
         per_range = int(settings["rows_per_range"])
-        indptr = self._array(f"{RANGES}.indptr", (len(self.terms) + 1,), "i")
+        indptr = self._array(part_file(RANGES, "indptr"), (len(self.terms) + 1,), "i")
         entries = int(indptr[-1])
-        starts = self._array(f"{RANGES}.starts", (entries + 1,), "i")
-        check_offsets(indptr, entries, self.folder / f"{RANGES}.indptr.npy")
-        check_offsets(starts, len(self.postings.rows), self.folder / f"{RANGES}.starts.npy")
+        starts = self._array(part_file(RANGES, "starts"), (entries + 1,), "i")
+        check_offsets(indptr, entries, self.folder / part_file(RANGES, "indptr"))
+        check_offsets(starts, len(self.postings.rows), self.folder / part_file(RANGES, "starts"))
         return RangeBounds(
             rows_per_range=per_range,
             n_ranges=-(-self.n_docs // per_range),
             indptr=indptr,
-            ranges=self._array(f"{RANGES}.ranges", (entries,), "i"),
+            ranges=self._array(part_file(RANGES, "ranges"), (entries,), "i"),
             starts=starts,
-            max_tf=self._array(f"{RANGES}.max_tf", (entries,), "f"),
-            min_length=self._array(f"{RANGES}.min_length", (entries,), "f"),
+            max_tf=self._array(part_file(RANGES, "max_tf"), (entries,), "f"),
+            min_length=self._array(part_file(RANGES, "min_length"), (entries,), "f"),
         )
 
     @cached_property

@@ -19,21 +19,9 @@ from typing import Any
 import numpy as np
 
 from retriever.errors import CorruptCollectionError
+from retriever.storage.segment_format import CHECKSUM_SUFFIX, META, deletion_file, deletion_files, format_version
 
 SEGMENT_NAME = re.compile(r"s[0-9]{6,18}")  # what ``segment.segment_name`` gives
-
-META = "segment.json"  # a segment's counts, index type and checksums, written last
-CHECKSUM_SUFFIX = ".crc32"  # a deletion file's CRC-32 is in <deletion file>.crc32 beside it
-
-
-def deletion_file(generation: int) -> str:
-    """The name of a segment's deleted rows as of ``generation``."""
-    return f"deleted.{generation}.npy"
-
-
-def deletion_files(generation: int) -> set[str]:
-    """The files a segment keeps for its deletions as of ``generation``: the rows and their checksum."""
-    return {deletion_file(generation), deletion_file(generation) + CHECKSUM_SUFFIX}
 
 
 def parse_segments(text: str, where: str) -> list[tuple[str, int]]:
@@ -90,11 +78,13 @@ def own_folder(folder: Path) -> Path:
 
 
 def check_meta(meta: Any, path: Path) -> dict:
-    """``segment.json``'s content when it has non-negative ``docs``, ``chunks``, ``dim`` and an ``index``."""
+    """``segment.json``'s content when it has non-negative ``docs``, ``chunks``, ``dim`` and an ``index``,
+    and a format version this code reads (``segment_format.format_version``)."""
     ok = isinstance(meta, dict) and isinstance(meta.get("index"), dict) and "type" in meta["index"]
     counts = [meta.get(k) for k in ("docs", "chunks", "dim")] if ok else []
     if not ok or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
         raise CorruptCollectionError(f"{path} lacks docs, chunks, dim or index")
+    format_version(meta, path)
     return meta
 
 

@@ -11,9 +11,9 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search import vector_index
-from retriever.search.bm25 import Postings
+from retriever.storage.postings import Postings
 from retriever.storage.segment import Segment, SegmentData, offsets_of
+from retriever.storage.vector_files import reconstruct
 
 
 def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray], vectors: bool = True) -> SegmentData:
@@ -60,7 +60,7 @@ def merge(segments: Sequence[Segment], deleted: Sequence[np.ndarray], vectors: b
         merged_spans[at] = segment.spans[kept]
         merged_byte_spans[at] = segment.byte_spans[kept]
         if vectors:
-            merged_vectors[at] = vector_index.reconstruct(segment.index, kept, read_rows=False)  # read ahead above
+            merged_vectors[at] = reconstruct(segment.index, kept, read_rows=False)  # read ahead above
         kept_docs = np.flatnonzero(new_row_of[i] >= 0)
         merged_lengths[new_row_of[i][kept_docs]] = segment.doc_lengths[kept_docs]
     postings, chunk_terms = _merge_postings(segments, new_row_of, new_chunk_of)

@@ -24,9 +24,8 @@ import numpy as np
 from retriever.documents import Document
 from retriever.encoding.passages import Embedded
 from retriever.errors import BadInputError, CorruptCollectionError
-from retriever.search.bm25 import Analyzer
-from retriever.search.vector_index import IndexPolicy
 from retriever.storage.atomic import atomic_write_text
+from retriever.storage.builders import IndexBuilder, TermAnalyzer
 from retriever.storage.leftovers import process_gone
 from retriever.storage.segment import SEGMENTS_DIR, SegmentData
 
@@ -47,8 +46,8 @@ def stage(
     root: Path,
     docs: list[Document],
     embedded: dict[str, Embedded],
-    analyzer: Analyzer,
-    policy: IndexPolicy,
+    analyzer: TermAnalyzer,
+    policy: IndexBuilder,
     owner: str | None = None,
 ) -> Path:
     """Write ``docs`` as a staged segment (placeholder keys) with their catalog rows beside it.

@@ -26,8 +26,7 @@ from sqlalchemy import inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 from tqdm import tqdm
 
-from retriever.search import vector_index
-from retriever.search.bm25 import Analyzer
+from retriever.storage.builders import SegmentBuilders
 from retriever.storage.catalog import Catalog, DocumentRow, Publish, SegmentRef
 from retriever.storage.generations import HEAD_FILE, write_head
 from retriever.storage.int8_upgrade import add_int8_rows
@@ -41,8 +40,11 @@ _V1_TABLES = ("documents", "chunks", "state")
 _DOCS_PER_SEGMENT = 50_000
 
 
-def upgrade(path: str | Path, progress: bool = True) -> str:
+def upgrade(path: str | Path, builders: SegmentBuilders, progress: bool = True) -> str:
     """Bring the collection at ``path`` to the current format; returns what was done, in one line.
+
+    ``builders`` are the search room's (``retriever.upgrading`` hands them in): the analyser and index
+    policy that format-1 documents are written into segments with, the quantiser of int8 rows.
 
     Raises:
         CollectionNotFoundError / CorruptCollectionError: ``path`` is no readable collection.
@@ -63,7 +65,7 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
         manifest = Manifest(**data)
         removed = _remove_format_1(root, manifest.catalog_location(root), manifest.uuid)
         extra = " (removed files left by an earlier conversion)" if removed else ""
-        added = add_int8_rows(root, progress)
+        added = add_int8_rows(root, builders.quantize, progress)
         if added:
             return f"{root}: wrote int8 rescoring rows for {added} segment(s) written before them{extra}"
         return f"{root} is already at format version {FORMAT_VERSION}; nothing to do{extra}"
@@ -73,14 +75,14 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
     data["index"] = {
         "library": "faiss",
         "metric": "inner_product",
-        "policy": vector_index.IndexPolicy().to_dict(),
+        "policy": builders.index_builder(None).to_dict(),
         "merge": MergePolicy().to_dict(),
     }
     manifest = Manifest(**data)
     url = manifest.catalog_location(root)
     catalog = Catalog(url)
     try:
-        n_docs = _convert(root, manifest, catalog, progress)
+        n_docs = _convert(root, manifest, catalog, builders, progress)
     finally:
         catalog.close()
     manifest.save(root)  # the switch: from here on the collection is format 2
@@ -88,7 +90,7 @@ def upgrade(path: str | Path, progress: bool = True) -> str:
     return f"converted {root} from format version 1 to {FORMAT_VERSION} ({n_docs} documents)"
 
 
-def _convert(root: Path, manifest: Manifest, catalog: Catalog, progress: bool) -> int:
+def _convert(root: Path, manifest: Manifest, catalog: Catalog, builders: SegmentBuilders, progress: bool) -> int:
     """Write format-2 segments and tables from the format-1 ones; returns the document count."""
     engine = catalog.engine
     if not set(_V1_TABLES) <= set(inspect(engine).get_table_names()):
@@ -109,8 +111,8 @@ def _convert(root: Path, manifest: Manifest, catalog: Catalog, progress: bool) -
     vectors_of = _read_vectors(root / "index" / f"vectors.{generation}.faiss")
     catalog.create(manifest.uuid)
     (root / SEGMENTS_DIR).mkdir()
-    analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
-    policy = vector_index.IndexPolicy.from_dict(manifest.index["policy"])
+    analyzer = builders.analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
+    policy = builders.index_builder(manifest.index["policy"])
     segments, rows, key = [], [], 1
     bar = tqdm(total=n_docs, unit="doc", desc="converting", disable=not progress)
     for batch in _documents(engine):

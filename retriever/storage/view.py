@@ -13,9 +13,9 @@ from typing import Sequence
 
 import numpy as np
 
-from retriever.search.vector_index import IVF, IVF_RABITQ, RABITQ
 from retriever.storage.catalog import CatalogState, SegmentRef
 from retriever.storage.segment import SEGMENTS_DIR, Segment
+from retriever.storage.segment_format import IVF, IVF_RABITQ, RABITQ
 
 
 @dataclass

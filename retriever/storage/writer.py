@@ -24,10 +24,8 @@ from filelock import FileLock, Timeout
 from retriever.deadline import active as under_deadline
 from retriever.documents import Document
 from retriever.errors import CollectionLockedError, DeadlineExceededError, ModelSwitchedError, SemsearchError
-from retriever.search.bm25 import Analyzer
-from retriever.search import vector_index
-from retriever.search.vector_index import IndexPolicy
 from retriever.storage.atomic import fsync_dir, write_durably
+from retriever.storage.builders import IndexBuilder, TermAnalyzer
 from retriever.storage.catalog import Catalog, CatalogState, DocumentRow, Publish, SegmentRef, StoredDocument
 from retriever.storage.changes import classify
 from retriever.storage.cleanup import LOCK_FILE, remove_files, remove_unreferenced
@@ -36,7 +34,8 @@ from retriever.storage.integrity import record_again, refuse_damage
 from retriever.storage.manifest import Manifest, drop_pending_switch
 from retriever.storage.merging import MergePolicy
 from retriever.storage.reader import GenerationReader
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file, segment_name, write_deletions
+from retriever.storage.segment import SEGMENTS_DIR, segment_name, write_deletions
+from retriever.storage.segment_format import KEYS, deletion_file
 from retriever.storage.segment_merge import merge
 from retriever.storage.staging import STAGED_ROWS, EmbedFn, stage, staged_rows
 from retriever.storage.view import SegmentView, View, refs
@@ -73,8 +72,8 @@ class Writer:
         root: Path,
         catalog: Catalog,
         reader: GenerationReader,
-        analyzer: Analyzer,
-        index_policy: IndexPolicy,
+        analyzer: TermAnalyzer,
+        index_policy: IndexBuilder,
         merge_policy: MergePolicy,
         lock_timeout: float,
     ) -> None:
@@ -232,8 +231,8 @@ class Writer:
     def _place(self, folder: Path, keys: np.ndarray, dropped: list[int], name: str, generation: int) -> SegmentRef:
         """Turn a staged folder into segment ``name`` with real ``keys``; ``dropped`` rows start deleted."""
         target = self.root / SEGMENTS_DIR / name
-        write_durably(folder / "keys.npy", lambda path: np.save(path, keys, allow_pickle=False))
-        record_again(folder, "keys.npy")
+        write_durably(folder / KEYS, lambda path: np.save(path, keys, allow_pickle=False))
+        record_again(folder, KEYS)
         (folder / STAGED_ROWS).unlink()
         os.rename(folder, target)
         if not dropped:
@@ -391,5 +390,5 @@ class Writer:
 
     def _to_rewrite(self, part: SegmentView) -> bool:
         """Whether ``compact`` rewrites a segment it keeps alone: deleted rows, or an index built under another policy."""
-        stale_index = part.segment.index_type != vector_index.index_type_for(part.segment.n_chunks, self.index_policy)
+        stale_index = part.segment.index_type != self.index_policy.index_type_for(part.segment.n_chunks)
         return stale_index or part.n_live_docs < part.segment.n_docs

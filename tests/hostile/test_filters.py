@@ -10,7 +10,7 @@ from sqlalchemy.dialects import sqlite
 
 from retriever.storage.catalog import documents, fields
 from retriever.errors import FilterError
-from retriever.search.filters import MAX_CLAUSES, MAX_DEPTH, validate_where
+from retriever.filters import MAX_CLAUSES, MAX_DEPTH, validate_where
 from retriever.storage.metadata_index import FilterPlan
 from tests.hostile.conftest import case, examples
 from tests.hostile.strategies import filters, nested

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from retriever.search.bm25 import Analyzer, Postings, bm25_top
+from retriever.search.bm25 import Analyzer, bm25_top
+from retriever.storage.postings import Postings
 from retriever.search.bm25_matrix import BM25Index
 
 REPO = Path(__file__).resolve().parents[3]

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.search.bm25 import Postings, bm25_top
+from retriever.search.bm25 import bm25_top
+from retriever.storage.postings import Postings
 from retriever.search.bm25_maxscore import bm25_top_maxscore
-from retriever.search.bm25_ranges import RangeBounds
+from retriever.storage.range_bounds import RangeBounds
 
 VOCABULARY = [f"w{i}" for i in range(3000)]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from retriever import BadInputError, Collection, FilterError
-from retriever.search.filters import parse_where, validate_where
+from retriever.filters import parse_where, validate_where
 from tests.postgres import catalog_url_for
 
 MISSING = object()

@@ -76,6 +76,7 @@ def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny
     together are read in float32, so the hits shown carry exact scores in exact order."""
     from retriever import Embedder
     from retriever.search import rescoring, vector_index
+    from retriever.storage import vector_files
 
     rng = np.random.default_rng(11)
     embedder = Embedder(tiny_model_dir, backend="torch-fp32")
@@ -90,8 +91,8 @@ def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny
     assert all(part.segment.index.int8 is not None for part in col.reader.current().parts)
     per_hit, final = [], []
     monkeypatch.setattr(rescoring, "gather_rows", lambda rows, ids: per_hit.append(len(ids)))
-    gather = vector_index.gather_rows
-    monkeypatch.setattr(vector_index, "gather_rows", lambda rows, ids, *rest: final.append(len(ids)) or gather(rows, ids, *rest))
+    gather = vector_files.gather_rows
+    monkeypatch.setattr(vector_files, "gather_rows", lambda rows, ids, *rest: final.append(len(ids)) or gather(rows, ids, *rest))
     for query in unit(rng.normal(size=(10, embedder.dim))):
         final.clear()
         hits = col.search(vector=query, k=10, mode="dense", feedback=False)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from retriever.search import rescoring, vector_index
+from retriever.search import int8_rows, rescoring, vector_index
 from retriever.search.vector_index import IndexPolicy
+from retriever.storage.vector_files import read_vectors, write_vectors
 
 ALWAYS = IndexPolicy(codes="always")
 
@@ -19,10 +20,9 @@ def clustered(n: int, dim: int = 32, seed: int = 0) -> np.ndarray:
 
 
 def written(built, folder, int8: bool = True):
-    vector_index.write(built, folder / vector_index.INDEX_FILE)
-    vector_index.write_rows(built, folder, lambda path, fill: fill(path))
+    write_vectors(built, folder, lambda path, fill: fill(path))
     info = dict(built.info) if int8 else {k: v for k, v in built.info.items() if k != "int8"}
-    return vector_index.read(folder, info)
+    return read_vectors(folder, info)
 
 
 @pytest.fixture
@@ -66,7 +66,7 @@ def test_estimates_are_the_int8_rankings_own_scores_and_exact_scores_mend_them(t
     gathered.clear()
     scores, rows = vector_index.search(built, query, 10, None, len(vectors), ALWAYS, estimates=True)
     assert not gathered  # no float32 row read
-    assert np.allclose(scores[0], built.int8.scores(rows[0], query[0]), atol=1e-6)
+    assert np.allclose(scores[0], int8_rows.scores(built.int8, rows[0], query[0]), atol=1e-6)
     exact = vectors[rows[0]] @ query[0]
     assert np.abs(scores[0] - exact).max() < 0.01 and not np.allclose(scores[0], exact, atol=1e-7)
     shuffled = rows[0][::-1].copy()
@@ -83,18 +83,16 @@ def test_a_filter_that_lets_few_rows_through_ranks_them_by_int8_when_estimates_a
     gathered.clear()
     scores, rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ALWAYS, estimates=True)
     assert not gathered and allowed[rows[0]].all()  # no float32 row read; only rows let through
-    assert np.allclose(scores[0], built.int8.scores(rows[0], query[0]), atol=1e-6)
+    assert np.allclose(scores[0], int8_rows.scores(built.int8, rows[0], query[0]), atol=1e-6)
     assert len(set(rows[0]) & set(truth)) >= 9
     exact_scores, exact_rows = vector_index.search(built, query, 10, allowed, int(allowed.sum()), ALWAYS)
     assert np.array_equal(exact_rows[0], truth)  # without estimates: every row let through, from float32
 
 
 def test_int8_scores_of_many_rows_are_converted_a_batch_at_a_time(monkeypatch):
-    from retriever.search import int8_rows
-
     rows = clustered(5000, seed=7)
-    quantized = int8_rows.Int8Rows.quantize(rows)
+    quantized = int8_rows.quantize(rows)
     ids, query = np.arange(0, 5000, 2), clustered(1, seed=8)[0]
-    whole = quantized.scores(ids, query)
+    whole = int8_rows.scores(quantized, ids, query)
     monkeypatch.setattr(int8_rows, "_BATCH", 100)
-    assert np.allclose(quantized.scores(ids, query), whole, atol=1e-6)
+    assert np.allclose(int8_rows.scores(quantized, ids, query), whole, atol=1e-6)

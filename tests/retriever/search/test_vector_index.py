@@ -9,10 +9,11 @@ import faiss
 import numpy as np
 import pytest
 
-from retriever.search import ivf_tuning, vector_index
+from retriever.search import int8_rows, ivf_tuning, vector_index
 from retriever.errors import BadInputError, CorruptCollectionError
-from retriever.search.int8_rows import Int8Rows
 from retriever.search.vector_index import IndexPolicy
+from retriever.storage.segment_format import INDEX_FILE, ROWS_FILE
+from retriever.storage.vector_files import FAST_SCAN_IMPLEMENTATION, read_vectors, write_vectors
 
 
 def clustered(n: int, dim: int = 32, centers: int = 40, seed: int = 0) -> np.ndarray:
@@ -50,8 +51,8 @@ def test_small_segments_stay_exact_and_large_ones_get_ivf():
 def test_ivf_meets_its_recall_target_on_queries_it_was_not_tuned_on(tmp_path):
     vectors = clustered(6000, seed=1)
     built = vector_index.build(vectors, FLOAT_IVF)
-    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
-    loaded = vector_index.read(tmp_path, built.info)  # memory-mapped, nprobe restored
+    faiss.write_index(built.index, str(tmp_path / INDEX_FILE))
+    loaded = read_vectors(tmp_path, built.info)  # memory-mapped, nprobe restored
     assert loaded.index.nprobe == built.info["nprobe"]
     queries = clustered(100, seed=2)
     _, found = vector_index.search(loaded, queries, 10, None, len(vectors), IndexPolicy())
@@ -93,18 +94,18 @@ def test_missing_and_damaged_files(tmp_path):
     built = vector_index.build(clustered(10), IndexPolicy())
     path = tmp_path / "vectors.faiss"
     with pytest.raises(FileNotFoundError):
-        vector_index.read(tmp_path, built.info)
-    vector_index.write(built, path)
+        read_vectors(tmp_path, built.info)
+    faiss.write_index(built.index, str(path))
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(CorruptCollectionError, match="cannot read vector index"):
-        vector_index.read(tmp_path, built.info)
+        read_vectors(tmp_path, built.info)
 
 
 def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(tmp_path, monkeypatch):
     """A merge can remove a segment just after a reader saw it exist."""
     built = vector_index.build(clustered(10), IndexPolicy())
     path = tmp_path / "vectors.faiss"
-    vector_index.write(built, path)
+    faiss.write_index(built.index, str(path))
     read_index = vector_index.faiss.read_index
 
     def read_after_cleanup(name, *args):
@@ -113,7 +114,7 @@ def test_a_file_removed_between_check_and_read_is_reported_missing_not_corrupt(t
 
     monkeypatch.setattr(vector_index.faiss, "read_index", read_after_cleanup)
     with pytest.raises(FileNotFoundError):
-        vector_index.read(tmp_path, built.info)
+        read_vectors(tmp_path, built.info)
 
 
 # -- compressed codes, rescored -------------------------------------------------
@@ -122,10 +123,8 @@ SMALL_CODES = IndexPolicy(ann_min_rows=20_000, codes_min_rows=1000)  # codes in 
 
 
 def _written(built, folder):
-    vector_index.write(built, folder / vector_index.INDEX_FILE)
-    if built.rows is not None:
-        vector_index.write_rows(built, folder, lambda path, fill: fill(path))
-    return vector_index.read(folder, built.info)
+    write_vectors(built, folder, lambda path, fill: fill(path))
+    return read_vectors(folder, built.info)
 
 
 def test_compressed_codes_are_chosen_by_size_or_always():
@@ -186,12 +185,12 @@ def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n
 
 def test_damaged_rescoring_rows_are_reported(tmp_path):
     built = vector_index.build(clustered(3000), COMPRESSED)
-    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
+    faiss.write_index(built.index, str(tmp_path / INDEX_FILE))
     with pytest.raises(FileNotFoundError):
-        vector_index.read(tmp_path, built.info)
-    np.save(tmp_path / vector_index.ROWS_FILE, built.rows[:-1])
+        read_vectors(tmp_path, built.info)
+    np.save(tmp_path / ROWS_FILE, built.rows[:-1])
     with pytest.raises(CorruptCollectionError, match="not float32"):
-        vector_index.read(tmp_path, built.info)
+        read_vectors(tmp_path, built.info)
 
 
 # -- codes in an IVF of few lists, rescored (segments too small for full lists) ----------
@@ -321,7 +320,7 @@ def _codes_of_every_row(vectors, folder):
     index.train(vectors)
     index.add(vectors)
     built = vector_index.VectorIndex(index, {"type": "rabitq", "int8": True, "rescore": 20, "recall": 0.99},
-                                     vectors, Int8Rows.quantize(vectors))
+                                     vectors, int8_rows.quantize(vectors))
     return _written(built, folder)
 
 
@@ -357,10 +356,9 @@ def test_an_exact_search_of_codes_of_every_row_reads_the_rows_themselves(tmp_pat
 def test_fast_scan_codes_search_with_the_heap_implementation_and_find_what_the_default_finds(tmp_path):
     vectors = clustered(6000, dim=64, centers=300, seed=1)
     built = vector_index.build(vectors, IndexPolicy(codes="always"))
-    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
-    vector_index.write_rows(built, tmp_path, lambda path, fill: fill(path))
-    loaded = vector_index.read(tmp_path, built.info)
-    assert built.index.implem == loaded.index.implem == vector_index.FAST_SCAN_IMPLEMENTATION
+    write_vectors(built, tmp_path, lambda path, fill: fill(path))
+    loaded = read_vectors(tmp_path, built.info)
+    assert built.index.implem == loaded.index.implem == FAST_SCAN_IMPLEMENTATION
     queries = clustered(40, dim=64, centers=300, seed=2)
     params = faiss.SearchParametersIVF(nprobe=loaded.index.nprobe)
     heap = loaded.index.search(queries, 50, params=params)

@@ -10,10 +10,11 @@ from filelock import FileLock
 
 from retriever import Collection
 from retriever.errors import CollectionLockedError
-from retriever.search import int8_rows, vector_index
+from retriever.search import vector_index
 from retriever.storage.cleanup import LOCK_FILE
-from retriever.storage.int8_upgrade import add_int8_rows, segments_without_int8
-from retriever.storage.upgrade import upgrade
+from retriever.storage.int8_upgrade import segments_without_int8
+from retriever.storage.segment_format import INT8_CODES_FILE, INT8_FILES
+from retriever.upgrading import add_int8_rows, upgrade
 
 
 def unit(x: np.ndarray) -> np.ndarray:
@@ -25,7 +26,7 @@ def strip_int8(folder) -> None:
     meta_path = folder / "segment.json"
     meta = json.loads(meta_path.read_text())
     meta["index"].pop("int8")
-    for name in int8_rows.FILES:
+    for name in INT8_FILES:
         (folder / name).unlink()
         meta["checksums"].pop(name)
     meta_path.write_text(json.dumps(meta))
@@ -67,7 +68,7 @@ def test_upgrade_writes_int8_rows_that_check_and_answer_as_before(older):
 
 def test_files_of_a_killed_upgrade_are_ignored_then_written_again(older):
     path, folders, queries, answers = older
-    (folders[0] / int8_rows.CODES_FILE).write_bytes(b"torn")  # killed before segment.json named it
+    (folders[0] / INT8_CODES_FILE).write_bytes(b"torn")  # killed before segment.json named it
     with Collection.open(path) as col:
         assert col.reader.current().parts[0].segment.index.int8 is None
         assert [h.id for h in col.search(vector=queries[0], k=10, mode="dense")] == [i for i, _ in answers[0]]

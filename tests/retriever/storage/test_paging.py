@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retriever.search import int8_rows, vector_index
+from retriever.search import vector_index
 from retriever.search.vector_index import IndexPolicy
-from retriever.storage import paging
+from retriever.storage import paging, vector_files
+from retriever.storage.segment_format import INT8_CODES_FILE, ROWS_FILE
+from retriever.storage.vector_files import read_vectors, write_vectors
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the kernel's /proc/self/smaps")
 
@@ -64,15 +66,14 @@ def test_read_rescoring_rows_are_paged_at_random_and_gathered_whole_by_a_pass(tm
     vectors = rng.normal(size=(3000, 32)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     built = vector_index.build(vectors, IndexPolicy(codes="always"))
-    vector_index.write(built, tmp_path / vector_index.INDEX_FILE)
-    vector_index.write_rows(built, tmp_path, lambda path, fill: fill(path))
-    loaded = vector_index.read(tmp_path, built.info)
-    assert "rr" in vm_flags(tmp_path / vector_index.ROWS_FILE)
-    assert "rr" in vm_flags(tmp_path / int8_rows.CODES_FILE)
+    write_vectors(built, tmp_path, lambda path, fill: fill(path))
+    loaded = read_vectors(tmp_path, built.info)
+    assert "rr" in vm_flags(tmp_path / ROWS_FILE)
+    assert "rr" in vm_flags(tmp_path / INT8_CODES_FILE)
     scores, rows = vector_index.search(loaded, vectors[:5], 3, None, len(vectors), IndexPolicy(codes="always"))
     assert np.array_equal(rows[:, 0], np.arange(5)) and np.allclose(scores[:, 0], 1.0, atol=1e-5)
     warmed = []
-    monkeypatch.setattr(vector_index, "read_ahead_in_background", warmed.append)
+    monkeypatch.setattr(vector_files, "read_ahead_in_background", warmed.append)
     assert np.array_equal(vector_index.reconstruct(loaded, np.arange(5)), vectors[:5]) and not warmed
     whole = vector_index.reconstruct(loaded, np.arange(len(vectors)))  # a pass: read ahead first
     assert np.array_equal(whole, vectors)

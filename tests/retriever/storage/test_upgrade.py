@@ -17,7 +17,7 @@ from retriever import Collection, CorruptCollectionError
 from retriever.errors import FormatVersionError
 from retriever.storage.manifest import MANIFEST
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.storage.upgrade import upgrade
+from retriever.upgrading import upgrade
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = [

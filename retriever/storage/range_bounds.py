@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from retriever.search.bm25 import Postings
+from retriever.storage.postings import Postings
 
 RANGE_ROWS = 1024
 
