@@ -25,6 +25,7 @@ from typing import Any
 
 from retriever.collection import DEFAULT_MODE, Collection
 from retriever.errors import BadInputError, FilterError, SemsearchError
+from retriever.search.options import SearchOptions
 
 MAX_FETCH_CHARS = 200_000  # a fetched text longer than this comes cut, and says so
 
@@ -61,7 +62,7 @@ def build_server(collection: Collection) -> Any:
                 $lt $lte $in $nin $and $or $not.
             mode: "hybrid" (meaning and keywords, default), "dense" (meaning) or "bm25" (keywords).
         """
-        hits = collection.search(query, k=min(k, 100), where=where, mode=mode)
+        hits = collection.search(query, options=SearchOptions(k=min(k, 100), where=where, mode=mode))
         return {"hits": [hit_answer(hit) for hit in hits]}
 
     @server.tool(structured_output=True)

@@ -12,7 +12,7 @@ Quick start::
 rooms follow the data: ``retriever.encoding`` (text to unit vectors),
 ``retriever.storage`` (the collection directory: segments, catalog,
 generations, the writer) and ``retriever.search`` (rankings, fusion,
-filters, the searcher). ``retriever.validation`` checks every public
+filters, the searcher; ``SearchOptions``, what a search takes besides its query). ``retriever.validation`` checks every public
 argument once; ``documents``, ``errors``, ``deadline``, ``evaluation``,
 ``jsonl`` and ``unicode_policy`` are shared by all three.
 """
@@ -23,6 +23,7 @@ _threads.set_environment()  # before torch, FAISS or ONNX Runtime load: passive 
 
 from retriever.collection import Collection  # noqa: E402
 from retriever.documents import Document, Hit  # noqa: E402
+from retriever.search.options import SearchOptions  # noqa: E402
 from retriever.storage.changes import WriteReport  # noqa: E402
 from retriever.encoding.embedder import Embedder, InputTooLongWarning  # noqa: E402
 from retriever.encoding.models import DEFAULT_MODEL  # noqa: E402
@@ -39,6 +40,7 @@ from retriever.errors import (  # noqa: E402
 
 __all__ = [
     "Collection",
+    "SearchOptions",
     "WriteReport",
     "Document",
     "Hit",

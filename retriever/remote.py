@@ -61,7 +61,7 @@ from retriever.errors import (
     ServerUnreachableError,
 )
 from retriever.search.evidence import DEFAULT_EVIDENCE
-from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.search.options import SearchOptions
 from retriever.storage.changes import WriteReport
 from retriever.unicode_policy import printable
 
@@ -167,12 +167,10 @@ class RemoteCollection:
         Raises:
             BadInputError: An argument is wrong. FilterError: ``where`` is malformed.
         """
-        validation.check_search_args(
-            query, k, where, mode, self.SEARCH_MODES, DEFAULT_FUSION, DEFAULT_ALPHA, has_vector=vector is not None,
-            exact=exact, evidence=evidence,
-        )  # fmt: skip
-        body: dict[str, Any] = {"query": query, "k": k, "where": where, "mode": mode, "exact": exact,
-                                "evidence": evidence}
+        validation.check_query(query, vector is not None)
+        options = SearchOptions(k=k, where=where, mode=mode, exact=exact, evidence=evidence)
+        validation.check_query_mode(query, options)
+        body: dict[str, Any] = {"query": query} | search_body(options)
         if vector is not None:
             body["vector"] = _vector_rows(vector, "query vector", single=True)[0]
         answer = self._call("POST", "/search", body)
@@ -316,6 +314,13 @@ class RemoteCollection:
         if status in (404, 405):
             return SemsearchError(f"{self.url} answered {status} ({detail}): is it a semsearch server?")
         return SemsearchError(f"the semsearch server at {self.url} failed ({status}): {detail}")
+
+
+def search_body(options: SearchOptions) -> dict[str, Any]:
+    """The fields of ``POST /search`` that ``options`` fill: ``k``, ``where``, ``mode``, ``exact``, ``evidence``
+    (the server fuses with its defaults: ``fusion``, ``alpha`` and ``feedback`` have no field)."""
+    return {"k": options.k, "where": options.where, "mode": options.mode, "exact": options.exact,
+            "evidence": options.evidence}
 
 
 def _document_path(doc_id: str) -> str:

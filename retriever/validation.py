@@ -26,24 +26,8 @@ from retriever.unicode_policy import check_utf8, printable
 MAX_K = 10_000  # documents one search may return
 
 
-def check_search_args(
-    query: Any,
-    k: Any,
-    where: Any,
-    mode: Any,
-    modes: Sequence[str],
-    fusion: Any,
-    alpha: Any,
-    has_vector: bool = False,
-    exact: Any = False,
-    evidence: Any = "terms",
-    feedback: Any = True,
-) -> None:
-    """Arguments of ``Collection.search``; ``modes`` are the collection's search modes.
-
-    ``query`` may be ``None`` when a query vector is given (``has_vector``);
-    such a search is dense or hybrid, never ``bm25``.
-    """
+def check_query(query: Any, has_vector: bool = False) -> None:
+    """``query`` of a search: a non-blank UTF-8 string, or ``None`` when a query vector is given (``has_vector``)."""
     if query is None and not has_vector:
         raise BadInputError("query is empty: give a query text or a query vector")
     if query is not None:
@@ -52,26 +36,48 @@ def check_search_args(
         check_utf8(query, "query")
         if not query.strip():
             raise BadInputError("query is empty")
-    if not isinstance(exact, bool):
-        raise BadInputError(f"exact must be True or False, got {printable(repr(exact), 40)}")
-    if not isinstance(feedback, bool):
-        raise BadInputError(f"feedback must be True or False, got {printable(repr(feedback), 40)}")
+
+
+def check_search_options(options: Any, modes: Sequence[str]) -> None:
+    """The fields of a ``SearchOptions`` (``k``, ``where``, ``mode``, ``fusion``, ``alpha``, ``exact``,
+    ``evidence``, ``feedback``); ``modes`` are the search modes there are.
+
+    Raises:
+        BadInputError: A field is wrong, named in the message. FilterError: ``where`` is not a valid filter.
+    """
+    if not isinstance(options.exact, bool):
+        raise BadInputError(f"exact must be True or False, got {printable(repr(options.exact), 40)}")
+    if not isinstance(options.feedback, bool):
+        raise BadInputError(f"feedback must be True or False, got {printable(repr(options.feedback), 40)}")
+    evidence = options.evidence
     if not isinstance(evidence, str) or evidence not in EVIDENCE_MODES:
         raise BadInputError(
             f"evidence must be one of {', '.join(EVIDENCE_MODES)}, got {printable(repr(evidence), 40)}"
         )
-    if not _is_int(k) or not 1 <= k <= MAX_K:
-        raise BadInputError(f"k must be an integer from 1 to {MAX_K:,}, got {printable(repr(k), 40)}")
-    if where is not None:
-        validate_where(where)
+    if not _is_int(options.k) or not 1 <= options.k <= MAX_K:
+        raise BadInputError(f"k must be an integer from 1 to {MAX_K:,}, got {printable(repr(options.k), 40)}")
+    if options.where is not None:
+        validate_where(options.where)
+    mode, fusion, alpha = options.mode, options.fusion, options.alpha
     if not isinstance(mode, str) or mode not in modes:
         raise BadInputError(f"unknown search mode {printable(repr(mode), 40)}; use one of {', '.join(modes)}")
     if not isinstance(fusion, str) or fusion not in FUSIONS:
         raise BadInputError(f"unknown fusion {printable(repr(fusion), 40)}; use one of {', '.join(FUSIONS)}")
     if not _is_number(alpha) or not 0.0 <= alpha <= 1.0:
         raise BadInputError(f"alpha must be a number from 0 to 1, got {printable(repr(alpha), 40)}")
-    if query is None and mode == "bm25":
+
+
+def check_query_mode(query: Any, options: Any) -> None:
+    """A search with no query text (a vector alone) is dense or hybrid, never ``bm25`` (``options.mode``)."""
+    if query is None and options.mode == "bm25":
         raise BadInputError("bm25 search needs a query text; a vector alone searches in dense mode")
+
+
+def check_search_args(query: Any, options: Any, has_vector: bool = False) -> None:
+    """A search's ``query`` (``check_query``) against its ``SearchOptions``, checked when they were made
+    (``check_query_mode``)."""
+    check_query(query, has_vector)
+    check_query_mode(query, options)
 
 
 def check_documents(documents: Any) -> list[Document]:

@@ -36,7 +36,6 @@ from app.server.snapshot_root import CollectionSnapshots, SnapshotBusyError, Sna
 from app.server.workers import WorkerGroup
 from retriever.collection import Collection
 from retriever.errors import BadInputError, FilterError
-from retriever.search.filters import validate_where
 from retriever.unicode_policy import check_utf8, printable
 
 
@@ -90,17 +89,9 @@ def add_search_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
     @app.post("/search", response_model=SearchResponse, tags=["search"])
     async def search(request: SearchRequest) -> dict[str, Any]:
         """The `k` documents most similar to `query`, each through its best chunk (as `semsearch search --json`)."""
-        kwargs: dict[str, Any] = {
-            "k": request.k, "where": request.where, "exact": request.exact, "evidence": request.evidence,
-        }
-        if request.vector is not None:
-            kwargs["vector"] = request.vector
-        if request.mode is not None:  # else the retriever's own default
-            kwargs["mode"] = request.mode
         try:
-            if request.where is not None:
-                validate_where(request.where)
-            hits = await limit.run(lambda: collection.search(request.query, **kwargs))
+            options = request.search_options()  # checks where
+            hits = await limit.run(lambda: collection.search(request.query, vector=request.vector, options=options))
         except FilterError as exc:
             raise HTTPException(400, f"where: {one_line(str(exc))}") from None
         return {"hits": [hit.to_dict() for hit in hits]}

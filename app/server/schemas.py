@@ -24,6 +24,7 @@ from app.server.limits import (
 from retriever.collection import Collection
 from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
 from retriever.search.evidence import DEFAULT_EVIDENCE, EVIDENCE_MODES
+from retriever.search.options import SearchOptions
 from retriever.unicode_policy import check_utf8
 
 SearchMode = Literal[Collection.SEARCH_MODES]  # type: ignore[valid-type]  # the modes the retriever has
@@ -69,6 +70,18 @@ class SearchRequest(Strict):
         if self.query is None and self.vector is None:
             raise ValueError("give a query text, a query vector, or both")
         return self
+
+    def search_options(self) -> SearchOptions:
+        """The request's ``SearchOptions`` (``mode`` left out: the retriever's default; the server fuses with
+        the retriever's defaults).
+
+        Raises:
+            FilterError: ``where`` is not a valid filter.
+        """
+        fields: dict[str, Any] = {"k": self.k, "where": self.where, "exact": self.exact, "evidence": self.evidence}
+        if self.mode is not None:
+            fields["mode"] = self.mode
+        return SearchOptions(**fields)
 
 
 class TermOut(BaseModel):

@@ -1,6 +1,7 @@
 """Dense pseudo-relevance feedback for hybrid search (Rocchio on the query embedding).
 
-A hybrid search fuses its two sides once, at ``FEEDBACK_ALPHA``, to find the
+A hybrid search fuses its two sides once (``fusion.feedback_fusion``: the search's
+strategy at ``fusion.FEEDBACK_ALPHA``), to find the
 documents most likely relevant; the query vector then moves toward the chunk
 of each of the first ``FEEDBACK_DOCS`` that matches it best::
 
@@ -26,7 +27,6 @@ from retriever.storage.view import View
 
 FEEDBACK_DOCS = 2  # documents of the first fusion the query moves toward
 FEEDBACK_WEIGHT = 0.5  # the mean of their best chunks, added to the unit query vector
-FEEDBACK_ALPHA = 0.6  # dense weight of the first fusion, that chooses them
 
 
 def expanded_query(

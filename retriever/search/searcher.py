@@ -1,9 +1,10 @@
 """The searcher (Lucene's IndexSearcher): arguments checked once, then ranked and shown.
 
-``Searcher.search`` runs the dense side (one embedding, one index search per
+``Searcher.search`` takes a query (text, vector or both) and its
+``SearchOptions``; it runs the dense side (one embedding, one index search per
 segment, or a shared scan in a micro-batch for servers), the keyword side
 (BM25 with collection-wide statistics) or both (on a large collection side by
-side, ``sides``), fused after the candidates of both are scored again with
+side, ``sides``), fused (``fusion``: the options' strategy) after the candidates of both are scored again with
 pseudo-relevance feedback (``feedback``), over the view of the committed
 generation, and turns the top keys into ``Hit``s with one catalog read for
 their display fields.
@@ -24,9 +25,9 @@ from retriever.documents import Hit
 from retriever.encoding.batching import MicroBatcher
 from retriever.errors import DeadlineExceededError
 from retriever.search.bm25 import Analyzer
-from retriever.search.evidence import DEFAULT_EVIDENCE, EvidenceFinder, Passage
-from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query, rescored
-from retriever.search.fusion import fuse
+from retriever.search.evidence import EvidenceFinder, Passage
+from retriever.search.feedback import expanded_query, rescored
+from retriever.search.options import SearchOptions
 from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
 from retriever.search.sides import CONCURRENT_MIN_DOCS, SideThreads
 from retriever.search.vector_index import IndexPolicy
@@ -34,8 +35,6 @@ from retriever.storage.catalog import Catalog
 from retriever.storage.reader import GenerationReader
 from retriever.storage.view import View
 from retriever.telemetry import Timings
-
-HYBRID_DEPTH = 100  # documents taken from each side before fusing
 
 
 class Searcher:
@@ -82,29 +81,17 @@ class Searcher:
         if self.batcher is None:
             self.batcher = MicroBatcher(self.rank_batch, max_batch, max_wait_s)
 
-    def search(
-        self,
-        query: str | None,
-        vector: np.ndarray | None,
-        k: int,
-        where: dict[str, Any] | None,
-        mode: str,
-        fusion: str,
-        alpha: float,
-        exact: bool,
-        evidence: str = DEFAULT_EVIDENCE,
-        feedback: bool = True,
-    ) -> list[Hit]:
-        """Hits for checked arguments: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``mode`` fits them;
-        ``feedback``: hybrid scores both sides' candidates again with ``feedback.expanded_query``."""
+    def search(self, query: str | None, vector: np.ndarray | None, options: SearchOptions) -> list[Hit]:
+        """Hits for a checked search: ``vector`` is ``(1, dim)`` unit norm or ``None``; ``options.mode`` fits
+        them; with ``options.feedback``, hybrid scores both sides' candidates again with ``feedback.expanded_query``."""
         view = self.reader.current()
         allowed = None
-        if where is not None:
-            keys = self.catalog.matching_keys(where)
+        if options.where is not None:
+            keys = self.catalog.matching_keys(options.where)
             if not len(keys):
                 return []
             allowed = [part.allowed_docs(keys) for part in view.parts]
-        depth = k if mode != "hybrid" else max(k, HYBRID_DEPTH)
+        mode, k, depth = options.mode, options.k, options.depth
         timed = self.timings.timed
         dense: Ranking = ([], {})
         batched = None
@@ -118,11 +105,11 @@ class Searcher:
             if mode == "hybrid" and view.n_live_docs >= CONCURRENT_MIN_DOCS:
                 keyword_side = self.sides.start(keyword_side)  # beside the dense side, where a helper is idle
         if mode in ("dense", "hybrid"):
-            if self.batcher is not None and allowed is None and not exact:
+            if self.batcher is not None and allowed is None and not options.exact:
                 batched = self.batcher.submit((view, query_vector, depth, k))  # scanned with concurrent searches
             else:
                 with timed("dense"):
-                    dense = dense_rankings(view, query_vector, depth, allowed, exact, self.index_policy, k)[0]
+                    dense = dense_rankings(view, query_vector, depth, allowed, options.exact, self.index_policy, k)[0]
         sparse: Ranking = ([], {})
         if keyword_side is not None:
             with timed("bm25"):
@@ -130,17 +117,17 @@ class Searcher:
         if batched is not None:
             with timed("dense"):
                 dense = _batched_result(batched)
-        if mode == "hybrid" and feedback and dense[0]:
+        if mode == "hybrid" and options.feedback and dense[0]:
             with timed("feedback"):
-                first = [key for key, _ in fuse(dense[0], sparse[0], fusion, FEEDBACK_ALPHA)]
+                first = [key for key, _ in options.feedback_strategy().fuse(dense[0], sparse[0])]
                 expanded = expanded_query(view, query_vector, first, dense[1])
                 dense = rescored(view, expanded, dense, sparse, depth)
         with timed("fusion"):
             one_side = (dense if mode == "dense" else sparse)[0]
-            ranked = fuse(dense[0], sparse[0], fusion, alpha) if mode == "hybrid" else one_side
+            ranked = options.fusion_strategy().fuse(dense[0], sparse[0]) if mode == "hybrid" else one_side
         with timed("display"):
             hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
-            return self._with_evidence(view, hits, passages, query, query_vector, evidence)
+            return self._with_evidence(view, hits, passages, query, query_vector, options.evidence)
 
     def _with_evidence(
         self, view: View, hits: list[Hit], passages: list, query: str | None, query_vector, evidence: str

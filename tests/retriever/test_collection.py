@@ -16,11 +16,12 @@ from retriever import (
     Embedder,
     ModelMismatchError,
 )
-from retriever.search.feedback import FEEDBACK_ALPHA, expanded_query
-from retriever.search.fusion import DEFAULT_ALPHA
-from retriever.search.searcher import HYBRID_DEPTH
+from retriever.search.feedback import expanded_query
+from retriever.search.fusion import DEFAULT_ALPHA, FEEDBACK_ALPHA, HYBRID_DEPTH
+from retriever.search.options import SearchOptions
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
-from retriever.storage.segment import SEGMENTS_DIR, deletion_file
+from retriever.storage.segment import SEGMENTS_DIR
+from retriever.storage.segment_format import deletion_file
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans".split()
 
@@ -358,6 +359,20 @@ def test_search_returns_one_hit_per_document_with_offsets(tmp_path, tiny_embedde
     top = col.search(words(8), k=1, feedback=False)[0]
     assert top.id == hits[0].id and top.score == pytest.approx(hits[0].score)
 
+
+
+def test_search_options_given_as_one_value_search_as_the_keywords(tmp_path, tiny_embedder):
+    col = Collection.create(tmp_path / "col", tiny_embedder, window_tokens=16, overlap_tokens=4)
+    col.add([{"id": f"doc{i}", "text": words(20 + 9 * i, 3 * i), "metadata": {"n": i}} for i in range(8)])
+    query = "tea rivers flow into the sea"
+    fields = {"k": 4, "where": {"n": {"$gte": 2}}, "fusion": "rrf", "evidence": "none", "feedback": False}
+    assert col.search(query, options=SearchOptions(**fields)) == col.search(query, **fields)
+    assert col.search(query, options=SearchOptions(k=3)) == col.search(query, k=3)
+    with pytest.raises(BadInputError, match="give k in options or as keywords, not both"):
+        col.search(query, k=3, options=SearchOptions(k=3))
+    with pytest.raises(BadInputError, match="options must be a SearchOptions"):
+        col.search(query, options={"k": 3})
+    col.close()
 
 
 @pytest.mark.parametrize("fusion, alpha", [("convex", 0.6), ("convex", 0.25), ("convex", 1.0), ("rrf", 0.6)])

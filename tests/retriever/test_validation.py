@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from retriever import validation
 from retriever.documents import Document, coerce_document
 from retriever.errors import BadInputError, FilterError
+from retriever.search.options import SearchOptions
 from retriever.unicode_policy import has_control, is_utf8, printable
-
-MODES = ("dense", "bm25", "hybrid")
 
 
 def search_args(**changes):
-    args = {"query": "tea", "k": 10, "where": None, "mode": "hybrid", "modes": MODES, "fusion": "convex",
-            "alpha": 0.6} | changes
+    args = {"query": "tea", "k": 10, "where": None, "mode": "hybrid", "fusion": "convex", "alpha": 0.6} | changes
     return args
+
+
+def check_search(query="tea", **fields):
+    """What ``Collection.search`` checks: the query, then the options (when made), then the two together."""
+    validation.check_query(query)
+    options = SearchOptions(**fields)
+    validation.check_search_args(query, options)
+    return options
 
 
 @pytest.mark.parametrize(
@@ -31,17 +39,30 @@ def search_args(**changes):
         ({"fusion": None}, "unknown fusion"),
         ({"alpha": float("nan")}, "alpha must be a number"),
         ({"alpha": 10**400}, "alpha must be a number"),
+        ({"exact": 1}, "exact must be True or False"),
+        ({"evidence": "all"}, "evidence must be one of"),
     ],
 )
 def test_search_arguments_are_named(changes, words):
     with pytest.raises(BadInputError, match=words):
-        validation.check_search_args(**search_args(**changes))
+        check_search(**search_args(**changes))
 
 
 def test_a_bad_where_is_a_filter_error():
     with pytest.raises(FilterError):
-        validation.check_search_args(**search_args(where={"year": 2**64}))
-    validation.check_search_args(**search_args(where={"year": 2**63 - 1}))
+        check_search(**search_args(where={"year": 2**64}))
+    check_search(**search_args(where={"year": 2**63 - 1}))
+
+
+def test_search_options_are_one_checked_frozen_value():
+    options = check_search(**search_args())
+    assert (options.k, options.mode, options.fusion, options.alpha, options.feedback) == (10, "hybrid", "convex",
+                                                                                          0.6, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.k = 3  # type: ignore[misc]
+    assert options.with_mode("dense").mode == "dense" and options.depth == 100
+    with pytest.raises(BadInputError, match="bm25 search needs a query text"):
+        validation.check_search_args(None, SearchOptions(mode="bm25"), has_vector=True)
 
 
 def test_ids_and_documents_arguments():
