@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo docs test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
+.PHONY: help install demo docs lint format test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -15,7 +15,8 @@ help:
 	@echo "make ui        search the demo collection in the browser (COLLECTION=dir to choose)"
 	@echo "make serve     the HTTP API on 127.0.0.1:8000, docs at /docs (COLLECTION=dir to choose)"
 	@echo "make docs      build the documentation site into site/ (mkdocs build --strict)"
-	@echo "make test      run the test suite (slow benchmarks excluded), then build the documentation strictly"
+	@echo "make test      ruff's lint, the test suite (slow benchmarks excluded), the docs built strictly"
+	@echo "make lint      ruff check; make format applies its fixes and the formatter"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files,"
 	@echo "               crafted snapshot folders, snapshot destinations, redirecting servers"
@@ -63,7 +64,15 @@ serve: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: install
+# ruff's lint first (settings in pyproject.toml; `make format` applies its fixes and the formatter)
+lint: install
+	$(BIN)/ruff check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: install lint
 	$(BIN)/python -m pytest -m "not slow" -q
 	$(MAKE) --no-print-directory docs
 

@@ -29,8 +29,8 @@ from typing import Iterator
 import numpy as np
 
 from benchmarks.scale import BENCH, machine
-from retriever.storage.segment_format import ROWS_FILE, TEXT
 from retriever.storage import paging
+from retriever.storage.segment_format import ROWS_FILE, TEXT
 
 
 def default_paging(col) -> None:

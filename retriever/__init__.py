@@ -23,8 +23,6 @@ _threads.set_environment()  # before torch, FAISS or ONNX Runtime load: passive 
 
 from retriever.collection import Collection  # noqa: E402
 from retriever.documents import Document, Hit  # noqa: E402
-from retriever.search.options import SearchOptions  # noqa: E402
-from retriever.storage.changes import WriteReport  # noqa: E402
 from retriever.encoding.embedder import Embedder, InputTooLongWarning  # noqa: E402
 from retriever.encoding.models import DEFAULT_MODEL  # noqa: E402
 from retriever.errors import (  # noqa: E402
@@ -37,6 +35,8 @@ from retriever.errors import (  # noqa: E402
     ModelSwitchedError,
     SemsearchError,
 )
+from retriever.search.options import SearchOptions  # noqa: E402
+from retriever.storage.changes import WriteReport  # noqa: E402
 
 __all__ = [
     "Collection",

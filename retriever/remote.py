@@ -49,7 +49,6 @@ import numpy as np
 from retriever import validation
 from retriever.collection import DEFAULT_MODE, Collection, Vectors
 from retriever.documents import Document, Evidence, Hit, TermMatch
-from retriever.redirects import SAME_ORIGIN_OPENER
 from retriever.encoding.embedder import InputTooLongWarning
 from retriever.errors import (
     AuthenticationError,
@@ -60,6 +59,7 @@ from retriever.errors import (
     SemsearchError,
     ServerUnreachableError,
 )
+from retriever.redirects import SAME_ORIGIN_OPENER
 from retriever.search.evidence import DEFAULT_EVIDENCE
 from retriever.search.options import SearchOptions
 from retriever.storage.changes import WriteReport

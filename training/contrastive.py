@@ -29,15 +29,7 @@ import torch
 from retriever.errors import BadInputError
 from training.dev_set import DevSet, default_dev_split, evaluate_dev, is_dev_query, load_dev
 from training.loop import Schedule, Stage, open_run, train_loop
-from training.pairs import (
-    Pair,
-    beir_pairs,
-    crop_pairs,
-    no_duplicate_batches,
-    read_corpus,
-    read_pairs,
-    simcse_pairs,
-)
+from training.pairs import Pair, beir_pairs, crop_pairs, no_duplicate_batches, read_corpus, read_pairs, simcse_pairs
 
 UNSUPERVISED = ("simcse", "crop")
 PRECISIONS = ("auto", "fp32", "bf16")

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from retriever.storage.atomic import atomic_write_text
 from retriever.errors import BadInputError
+from retriever.storage.atomic import atomic_write_text
 
 Scorer = Callable[[Path, str, str], dict]
 """``score(dataset_dir, model, mode)`` -> ``{"ndcg@10": ..., ...}`` on the dataset's test split."""

@@ -8,7 +8,6 @@ from typing import Any
 
 from fastapi.responses import JSONResponse
 
-
 _OPENAI_ROUTE = re.compile(r"^(/collections/[^/]+)?/v1/")  # a collection's routes may sit under its name
 
 

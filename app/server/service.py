@@ -11,10 +11,10 @@ from typing import Callable, Iterable
 from fastapi import FastAPI
 from starlette.applications import Starlette
 
+from app.server.access import AccessMiddleware, KeyRing, Resolver, single_collection
 from app.server.deadlines import Deadline
 from app.server.errors import add_error_handlers
 from app.server.hosts import HostCheckMiddleware
-from app.server.access import AccessMiddleware, KeyRing, Resolver, single_collection
 from app.server.limits import DEFAULT_DEADLINE_S, MAX_BODY_BYTES
 from app.server.metrics import MetricsMiddleware, ServiceMetrics
 from app.server.middleware import BodyLimitMiddleware

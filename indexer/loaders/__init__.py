@@ -12,7 +12,12 @@ documents, by suffix), ``text`` (decoding; text and Markdown), ``markup``
 """
 
 from indexer.loaders.common import (
-    DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, FieldMap, LoadError, is_beir_dir, shown_path,
+    DEFAULT_MAX_BYTES,
+    SUPPORTED_SUFFIXES,
+    FieldMap,
+    LoadError,
+    is_beir_dir,
+    shown_path,
 )  # fmt: skip
 from indexer.loaders.load import load_path
 from indexer.loaders.walking import walk

@@ -8,8 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 from indexer.loaders.common import (
-    BEIR_CORPUS, DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, FieldMap, LoadError, Rejected, error_line,
-    is_beir_dir, real_path, shown_path,
+    BEIR_CORPUS,
+    DEFAULT_MAX_BYTES,
+    SUPPORTED_SUFFIXES,
+    FieldMap,
+    LoadError,
+    Rejected,
+    error_line,
+    is_beir_dir,
+    real_path,
+    shown_path,
 )  # fmt: skip
 from indexer.loaders.markup import pdf_document
 from indexer.loaders.records import csv_documents, jsonl_documents

@@ -19,11 +19,11 @@ from typing import Sequence
 import numpy as np
 
 from retriever import deadline, validation
-from retriever.errors import BadInputError
+from retriever.encoding.models import load_sentence_transformer, resolve_model, weights_sha256
 from retriever.encoding.threads import apply as apply_threads
 from retriever.encoding.threads import thread_count
-from retriever.encoding.models import load_sentence_transformer, resolve_model, weights_sha256
 from retriever.encoding.tokens import TextTokenizer, padded_batches
+from retriever.errors import BadInputError
 
 # Nothing downloads at run time unless the user asks for it explicitly.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -44,8 +44,8 @@ from retriever.encoding.export_cache import (
     sweep_export_temporaries,
 )
 from retriever.encoding.export_lease import ExportLease, leased
-from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 from retriever.errors import SemsearchError
+from retriever.storage.atomic import atomic_write, atomic_write_text, fsync_dir
 
 CACHE_ENV = "SEMSEARCH_CACHE"
 #: 2: the graph is traced with eager attention, and the fused graph is written beside it.

@@ -17,9 +17,9 @@ from typing import Iterable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from retriever.storage.atomic import atomic_write
-from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1
 from retriever.errors import CorruptCollectionError
+from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1
+from retriever.storage.atomic import atomic_write
 
 
 def _pack(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -7,8 +7,17 @@ working for the modules that import it from here; new code imports
 
 from __future__ import annotations
 
-from retriever.filters import COMPARISONS, LOGICAL, MAX_CLAUSES, MAX_DEPTH, MAX_KEY_CHARS, MAX_LIST
-from retriever.filters import MAX_STRING_CHARS, parse_where, validate_where
+from retriever.filters import (
+    COMPARISONS,
+    LOGICAL,
+    MAX_CLAUSES,
+    MAX_DEPTH,
+    MAX_KEY_CHARS,
+    MAX_LIST,
+    MAX_STRING_CHARS,
+    parse_where,
+    validate_where,
+)
 
 __all__ = [
     "COMPARISONS", "LOGICAL", "MAX_CLAUSES", "MAX_DEPTH", "MAX_KEY_CHARS", "MAX_LIST", "MAX_STRING_CHARS",

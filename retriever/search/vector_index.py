@@ -46,7 +46,6 @@ from retriever.search import int8_rows, ivf_tuning, rescoring
 from retriever.storage.segment_format import FLAT, IVF, IVF_RABITQ
 from retriever.storage.vector_files import VectorIndex, reconstruct
 
-
 CODES = ("float32", "compressed", "always")
 
 

@@ -42,8 +42,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from retriever.storage.catalog_url import redact, with_password
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
+from retriever.storage.catalog_url import redact, with_password
 from retriever.storage.metadata_index import FilterPlan, field_rows, fields_table
 from retriever.storage.segment_files import parse_segments
 

@@ -23,8 +23,7 @@ from retriever.storage.generations import HEAD_FILE, read_head
 from retriever.storage.leftovers import sweep_temporaries
 from retriever.storage.manifest import DEFAULT_CATALOG, MANIFEST
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.storage.segment_format import META
-from retriever.storage.segment_format import deletion_files
+from retriever.storage.segment_format import META, deletion_files
 from retriever.storage.staging import STAGED_PREFIX, may_be_alive
 
 LOCK_FILE = ".write.lock"

@@ -21,8 +21,8 @@ from tqdm import tqdm
 
 from retriever.errors import CollectionLockedError
 from retriever.storage.atomic import atomic_write_text, write_durably
-from retriever.storage.int8_files import Int8Rows, write_int8_rows
 from retriever.storage.cleanup import LOCK_FILE
+from retriever.storage.int8_files import Int8Rows, write_int8_rows
 from retriever.storage.integrity import crc32_of
 from retriever.storage.paging import read_ahead
 from retriever.storage.segment import SEGMENTS_DIR

@@ -29,6 +29,7 @@ import numpy as np
 from retriever.errors import CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import write_durably
 from retriever.storage.segment_format import CHECKSUM_SUFFIX, KEYS, META, deletion_file
+
 _BLOCK = 1 << 20
 
 

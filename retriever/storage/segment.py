@@ -27,12 +27,40 @@ from retriever.storage.integrity import record_checksums, write_checksum_beside
 from retriever.storage.paging import read_ahead, read_at_random, read_ranges_ahead
 from retriever.storage.postings import Postings
 from retriever.storage.range_bounds import RangeBounds
-from retriever.storage.segment_files import check_array, check_deletions, check_index, check_keys, check_meta
-from retriever.storage.segment_files import check_offsets, check_spans, own_folder, regular_file
-from retriever.storage.segment_format import BYTE_SPANS, CHUNK_TERMS, COMPRESSED, DOC_CHUNKS, DOC_LENGTHS
-from retriever.storage.segment_format import FORMAT_VERSION, INDEX_FILE, INT8_FILES, KEYS, META, POSTINGS, RANGE_ARRAYS
-from retriever.storage.segment_format import RANGES, ROWS_FILE, SPANS, TERMS, TEXT, TEXT_OFFSETS, VERSION_KEY
-from retriever.storage.segment_format import deletion_file, part_file
+from retriever.storage.segment_files import (
+    check_array,
+    check_deletions,
+    check_index,
+    check_keys,
+    check_meta,
+    check_offsets,
+    check_spans,
+    own_folder,
+    regular_file,
+)
+from retriever.storage.segment_format import (
+    BYTE_SPANS,
+    CHUNK_TERMS,
+    COMPRESSED,
+    DOC_CHUNKS,
+    DOC_LENGTHS,
+    FORMAT_VERSION,
+    INDEX_FILE,
+    INT8_FILES,
+    KEYS,
+    META,
+    POSTINGS,
+    RANGE_ARRAYS,
+    RANGES,
+    ROWS_FILE,
+    SPANS,
+    TERMS,
+    TEXT,
+    TEXT_OFFSETS,
+    VERSION_KEY,
+    deletion_file,
+    part_file,
+)
 from retriever.storage.vector_files import read_vectors, write_vectors
 
 SEGMENTS_DIR = "segments"

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from retriever.errors import CorruptCollectionError
-from retriever.storage.segment_format import CHECKSUM_SUFFIX, META, deletion_file, deletion_files, format_version
+from retriever.storage.segment_format import format_version
 
 SEGMENT_NAME = re.compile(r"s[0-9]{6,18}")  # what ``segment.segment_name`` gives
 

@@ -59,9 +59,8 @@ from retriever.storage.leftovers import left_over
 from retriever.storage.manifest import DEFAULT_CATALOG, Manifest
 from retriever.storage.own_files import FileGone, copy_tree, link_or_copy, read_regular
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.storage.segment_format import META
 from retriever.storage.segment_files import own_folder, regular_file
-from retriever.storage.segment_format import deletion_file, deletion_files
+from retriever.storage.segment_format import META, deletion_file, deletion_files
 
 MAX_TRIES = 5
 MAX_NAME_BYTES = 200  # a destination's name, leaving room for its work folder's within the file system's 255

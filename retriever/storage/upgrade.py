@@ -26,12 +26,12 @@ from sqlalchemy import inspect, text
 from sqlalchemy.exc import SQLAlchemyError
 from tqdm import tqdm
 
+from retriever.documents import Document
+from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.storage.builders import SegmentBuilders
 from retriever.storage.catalog import Catalog, DocumentRow, Publish, SegmentRef
 from retriever.storage.generations import HEAD_FILE, write_head
 from retriever.storage.int8_upgrade import add_int8_rows
-from retriever.documents import Document
-from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.storage.manifest import FORMAT_VERSION, MANIFEST, Manifest
 from retriever.storage.merging import MergePolicy
 from retriever.storage.segment import SEGMENTS_DIR, SegmentData, segment_name

@@ -11,7 +11,6 @@ still does no work and keeps the tags.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from retriever.errors import BadInputError
-from retriever.tagging.classifier import EMBEDDING, METHODS, TFIDF, TfidfFeatures, Tagger, fit_logistic
+from retriever.tagging.classifier import EMBEDDING, METHODS, TFIDF, Tagger, TfidfFeatures, fit_logistic
 from retriever.tagging.evaluation import TagEvaluation, cross_validate
 from retriever.tagging.examples import Example
 from retriever.tagging.features import live_rows, segment_texts, segment_vectors, text_vectors

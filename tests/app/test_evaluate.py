@@ -7,8 +7,8 @@ import json
 import pytest
 
 from app.cli import main
-from indexer.beir import evaluate
 from benchmarks.quality import load_regressions
+from indexer.beir import evaluate
 
 EVAL_KEYS = {
     "dataset", "split", "mode", "model", "backend", "query_backend",

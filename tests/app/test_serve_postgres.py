@@ -9,7 +9,6 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-
 from tests.app.test_server import Api, start_server
 from tests.processes import stop
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,7 +10,13 @@ from retriever.documents import Document
 from retriever.errors import BadInputError, DeadlineExceededError
 from tests.hostile.conftest import case, examples, fingerprint
 from tests.hostile.strategies import (
-    filters, foreign_catalog_urls, hostile_float, hostile_int, hostile_text, json_like, nested,
+    filters,
+    foreign_catalog_urls,
+    hostile_float,
+    hostile_int,
+    hostile_text,
+    json_like,
+    nested,
 )
 
 WRITES = {"add", "upsert", "delete"}

@@ -12,7 +12,12 @@ from indexer.job import index_paths
 from indexer.loaders import SUPPORTED_SUFFIXES, LoadError, load_path, shown_path
 from tests.hostile.conftest import case, examples
 from tests.hostile.strategies import (
-    case_colliding_folders, hostile_text, json_like, nested, pathological_markdown, symlinked_trees,
+    case_colliding_folders,
+    hostile_text,
+    json_like,
+    nested,
+    pathological_markdown,
+    symlinked_trees,
 )  # fmt: skip
 
 SUFFIXES = [".txt", ".md", ".jsonl", ".csv", ".html", ".htm", ".pdf", ".TXT"]

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from sqlalchemy.dialects import sqlite
 
-from retriever.storage.catalog import documents, fields
 from retriever.errors import FilterError
 from retriever.filters import MAX_CLAUSES, MAX_DEPTH, validate_where
+from retriever.storage.catalog import documents, fields
 from retriever.storage.metadata_index import FilterPlan
 from tests.hostile.conftest import case, examples
 from tests.hostile.strategies import filters, nested

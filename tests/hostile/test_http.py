@@ -11,9 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.hostile.conftest import case, examples, fingerprint
-from tests.hostile.strategies import (
-    filters, host_headers, hostile_float, hostile_int, hostile_text, json_like, nested,
-)
+from tests.hostile.strategies import filters, host_headers, hostile_float, hostile_int, hostile_text, json_like, nested
 
 pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402

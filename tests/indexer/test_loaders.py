@@ -9,15 +9,7 @@ import pytest
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
-from indexer.loaders import (
-    DEFAULT_MAX_BYTES,
-    SUPPORTED_SUFFIXES,
-    FieldMap,
-    LoadError,
-    is_beir_dir,
-    load_path,
-    walk,
-)
+from indexer.loaders import DEFAULT_MAX_BYTES, SUPPORTED_SUFFIXES, FieldMap, LoadError, is_beir_dir, load_path, walk
 from retriever.documents import Document
 from retriever.errors import BadInputError
 

@@ -19,8 +19,8 @@ import pytest
 
 from indexer.job import index_paths
 from indexer.loaders import LoadError, load_path, walk
-from tests.indexer.test_loaders import write_pdf
 from retriever import Collection
+from tests.indexer.test_loaders import write_pdf
 
 
 @pytest.fixture

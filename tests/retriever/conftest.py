@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+
 @pytest.fixture(scope="session")
 def tiny_copy_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """The same tiny model at another path (identical weights)."""

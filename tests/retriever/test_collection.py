@@ -8,14 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from retriever import (
-    BadInputError,
-    Collection,
-    CollectionNotFoundError,
-    Document,
-    Embedder,
-    ModelMismatchError,
-)
+from retriever import BadInputError, Collection, CollectionNotFoundError, Document, Embedder, ModelMismatchError
 from retriever.search.feedback import expanded_query
 from retriever.search.fusion import DEFAULT_ALPHA, FEEDBACK_ALPHA, HYBRID_DEPTH
 from retriever.search.options import SearchOptions

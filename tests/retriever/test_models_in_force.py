@@ -7,8 +7,7 @@ import time
 
 import pytest
 
-from retriever import Collection, Embedder
-from retriever import models_in_force
+from retriever import Collection, Embedder, models_in_force
 from retriever.deadline import deadline
 from retriever.encoding.embedder import BACKEND_ENV
 from retriever.errors import DeadlineExceededError

@@ -11,8 +11,8 @@ import torch
 from safetensors.torch import load_file
 
 from tests.training.conftest import TINY, Stop, stop_at
-from training.fill import fill_mask
 from training.checkpoints import latest_checkpoint
+from training.fill import fill_mask
 from training.pretrain import PretrainConfig, pretrain
 
 

@@ -22,6 +22,7 @@ from training.recipes import (
     train_small,
 )
 
+
 def score(dataset: Path, model: str, mode: str) -> dict:
     from indexer.beir import evaluate
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from retriever.encoding import threads as thread_settings
+from retriever.encoding.backends.rows import normalize_rows
 from retriever.encoding.export_lease import ExportLease
 from retriever.storage.atomic import atomic_write
-from retriever.encoding.backends.rows import normalize_rows
 
 _PRECISION_HINTS = {"fp32": "f32", "bf16": "bf16", "int8": "f32"}
 #: Row counts a small batch is padded to for a fixed-shape graph; larger batches go in groups of the last.

@@ -10,8 +10,8 @@ BM25 over its query's upper bound) did no better (docs/benchmarks.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Hashable
+from dataclasses import dataclass
 
 from retriever.errors import BadInputError
 from retriever.search.fusion.base import Fusion, Ranking

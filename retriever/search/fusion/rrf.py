@@ -7,8 +7,8 @@ Condorcet and individual Rank Learning Methods" (SIGIR 2009).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from retriever.search.fusion.base import Fusion, Ranking
 

@@ -25,12 +25,7 @@ from llama_index.core.vector_stores.utils import build_metadata_filter_fn  # noq
 
 from retriever import Collection, Embedder, InputTooLongWarning  # noqa: E402
 from retriever.errors import BadInputError, FilterError  # noqa: E402
-from retriever.integrations.llamaindex import (  # noqa: E402
-    REF_DOC_ID,
-    SemsearchEmbedding,
-    SemsearchVectorStore,
-    where_from_filters,
-)
+from retriever.integrations.llamaindex import REF_DOC_ID, SemsearchEmbedding, SemsearchVectorStore, where_from_filters  # noqa: E402
 
 F, Op, Cond = MetadataFilter, FilterOperator, FilterCondition
 TEXTS = [

@@ -14,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from retriever.search.bm25 import Analyzer, bm25_top
-from retriever.storage.postings import Postings
 from retriever.search.bm25_matrix import BM25Index
+from retriever.storage.postings import Postings
 
 REPO = Path(__file__).resolve().parents[3]
 

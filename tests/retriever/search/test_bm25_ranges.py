@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from retriever.search.bm25 import bm25_top
-from retriever.storage.postings import Postings
 from retriever.search.bm25_maxscore import bm25_top_maxscore
+from retriever.storage.postings import Postings
 from retriever.storage.range_bounds import RangeBounds
 
 VOCABULARY = [f"w{i}" for i in range(3000)]
@@ -87,7 +87,7 @@ def test_filters_and_deletions_skip_as_they_rank():
     query = [VOCABULARY[t] for t in (0, 1, 5, 40, 700)]
     top = bm25_top_maxscore(parts, bounds, query, 50, 0.9, 0.4, totals=totals)
     assert top == bm25_top(parts, query, 50, 0.9, 0.4, totals=totals)
-    allowed_live = sum(int((a & l).sum()) for _, _, l, a in parts)
+    allowed_live = sum(int((allowed & live).sum()) for _, _, live, allowed in parts)
     assert 0 < len(top) <= allowed_live < 50
 
 

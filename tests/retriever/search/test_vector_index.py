@@ -9,8 +9,8 @@ import faiss
 import numpy as np
 import pytest
 
-from retriever.search import int8_rows, ivf_tuning, vector_index
 from retriever.errors import BadInputError, CorruptCollectionError
+from retriever.search import int8_rows, ivf_tuning, vector_index
 from retriever.search.vector_index import IndexPolicy
 from retriever.storage.segment_format import INDEX_FILE, ROWS_FILE
 from retriever.storage.vector_files import FAST_SCAN_IMPLEMENTATION, read_vectors, write_vectors

@@ -22,7 +22,7 @@ def vm_flags(path: Path) -> set[str]:
     lines = Path("/proc/self/smaps").read_text().splitlines()
     for i, line in enumerate(lines):
         if line.endswith(str(path.resolve())):
-            flags = next(l for l in lines[i + 1 :] if l.startswith("VmFlags:"))
+            flags = next(entry for entry in lines[i + 1 :] if entry.startswith("VmFlags:"))
             return set(flags.split()[1:])
     raise AssertionError(f"{path} is not mapped")
 

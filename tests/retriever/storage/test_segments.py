@@ -9,9 +9,9 @@ from sqlalchemy import event
 from retriever import BadInputError, Collection
 from retriever.search.bm25_matrix import BM25Index
 from retriever.search.ranking import dense_rankings
+from retriever.search.vector_index import IndexPolicy
 from retriever.storage.merging import MergePolicy
 from retriever.storage.segment import SEGMENTS_DIR
-from retriever.search.vector_index import IndexPolicy
 
 WORDS = "tea rivers flow into the sea mountains rise above clouds snow covers peaks coffee beans roast".split()
 

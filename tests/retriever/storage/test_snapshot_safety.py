@@ -18,8 +18,8 @@ from retriever import Collection, Embedder
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.search import vector_index
 from retriever.storage import leftovers, snapshots
-from retriever.upgrading import add_int8_rows
 from retriever.storage.manifest import Manifest
+from retriever.upgrading import add_int8_rows
 from tests.retriever.storage.test_int8_upgrade import strip_int8
 from tests.retriever.storage.test_model_switch import perturbed
 

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy.engine import make_url
 
-from tests.postgres import catalog_url, postgres_server, postgres_url  # noqa: F401  (fixtures)
-
 from retriever import Collection
 from retriever.errors import BadInputError
 from retriever.storage.manifest import Manifest
 from retriever.storage.merging import MergePolicy
 from retriever.storage.snapshots import SnapshotReport, _copy_catalog, _try_copy
+from tests.postgres import catalog_url, postgres_server, postgres_url  # noqa: F401  (fixtures)
 
 REPO = Path(__file__).resolve().parents[3]
 BATCH = 5

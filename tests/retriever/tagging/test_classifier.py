@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from retriever.errors import CorruptCollectionError
-from retriever.tagging.classifier import (
-    EMBEDDING, TFIDF, Tagger, TfidfFeatures, fit_logistic, probabilities)
+from retriever.tagging.classifier import EMBEDDING, TFIDF, Tagger, TfidfFeatures, fit_logistic, probabilities
 
 TEXTS = ["the cat sat on the mat", "dogs bark loudly at night", "the cat purrs softly", "a dog runs at night",
          "the mat and the cat", "night dogs and a dog"] * 3
