@@ -279,7 +279,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         """Every document id, sorted; with ``where``, the ids of documents whose metadata match it.
 
         Raises:
-            FilterError: ``where`` is not a valid filter (see ``retriever.search.filters``).
+            FilterError: ``where`` is not a valid filter (see ``retriever.filters``).
         """
         if where is None:
             return self.catalog.iter_ids()
@@ -338,7 +338,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         Args:
             query: Free text.
             k: Number of documents to return (default 10, at most 10,000).
-            where: Metadata filter (see ``retriever.search.filters``); applied before
+            where: Metadata filter (see ``retriever.filters``); applied before
                 ranking, so ``k`` hits come back whenever ``k`` documents match
                 (in ``bm25`` mode: match the filter and share a term with the query).
             mode: ``"dense"`` (embedding similarity of the best chunk),

@@ -155,7 +155,7 @@ class RemoteCollection:
         Args:
             query: Free text.
             k: Number of documents (default 10; the server allows at most 1,000).
-            where: Metadata filter (``retriever.search.filters``).
+            where: Metadata filter (``retriever.filters``).
             mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default).
             vector: A query embedding ``(dim,)`` from the server's model, instead of or beside ``query``.
             exact: Search every vector exactly (default False).

@@ -18,8 +18,8 @@ import numpy as np
 
 from retriever.documents import Document, coerce_document
 from retriever.errors import BadInputError
+from retriever.filters import validate_where
 from retriever.search.evidence import EVIDENCE_MODES
-from retriever.search.filters import validate_where
 from retriever.search.fusion import FUSIONS
 from retriever.unicode_policy import check_utf8, printable
 

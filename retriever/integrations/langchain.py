@@ -15,7 +15,7 @@ LangChain ``Document`` is a semsearch document (``page_content`` its text,
 string); adding is an upsert, one atomic commit (a server commits each request
 of ``batch_size``); searching is ``Collection.search`` in the store's ``mode``
 (``"hybrid"`` by default, ``"dense"`` or ``"bm25"``; ``mode=`` per call too)
-with ``filter=`` in semsearch's ``where`` language (``retriever.search.filters``),
+with ``filter=`` in semsearch's ``where`` language (``retriever.filters``),
 and a hit comes back as its best passage (the whole text when it fits one
 chunk window) with the document's metadata and id.
 

@@ -4,8 +4,7 @@
 postings and a top-k scorer over segments with collection-wide statistics),
 ``bm25_matrix`` (an in-memory BM25 over a small corpus), ``fusion`` (one
 strategy per module behind the ``Fusion`` interface: convex and
-reciprocal-rank fusion, and the hybrid depth), ``filters`` (the ``where``
-language), ``options`` (``SearchOptions``: a search's settings as one checked
+reciprocal-rank fusion, and the hybrid depth), ``options`` (``SearchOptions``: a search's settings as one checked
 value) and ``searcher`` (dense, keyword and hybrid rankings over one
 generation's view, and the hits they become).
 """

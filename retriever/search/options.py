@@ -27,7 +27,7 @@ class SearchOptions:
 
     Args:
         k: Number of documents to return (default 10, at most 10,000).
-        where: Metadata filter (see ``retriever.search.filters``), or ``None``.
+        where: Metadata filter (see ``retriever.filters``), or ``None``.
         mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default).
         fusion: For hybrid: ``"convex"`` (default) or ``"rrf"``.
         alpha: Weight of the dense side in the convex combination, in [0, 1] (default 0.7).
