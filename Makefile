@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help install demo docs lint format test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab soak train-small finetune-minilm ui serve clean
+.PHONY: help install system-packages demo docs lint format test test-all fuzz bench bench-quality bench-scale bench-speed bench-index bench-ray bench-search-ab bench-formats soak train-small finetune-minilm ui serve clean
 COLLECTION ?= .demo/collection
 
 help:
@@ -15,8 +15,8 @@ help:
 	@echo "make ui        search the demo collection in the browser (COLLECTION=dir to choose)"
 	@echo "make serve     the HTTP API on 127.0.0.1:8000, docs at /docs (COLLECTION=dir to choose)"
 	@echo "make docs      build the documentation site into site/ (mkdocs build --strict)"
-	@echo "make test      ruff's lint, the test suite (slow benchmarks excluded), the docs built strictly"
-	@echo "make lint      ruff check; make format applies its fixes and the formatter"
+	@echo "make test      ruff (lint and format), the test suite (slow benchmarks excluded), the docs built strictly"
+	@echo "make lint      ruff check and ruff format --check; make format applies the fixes and the formatter"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files,"
 	@echo "               crafted snapshot folders, snapshot destinations, redirecting servers"
@@ -33,12 +33,29 @@ help:
 	@echo "make bench-speed    encoder backends, search, CLI and /search throughput as ratios to the stock stack;"
 	@echo "                    then what each evidence mode adds to a search (benchmarks/evidence.py),"
 	@echo "                    and BM25 on SciFact: ranking, search, search with evidence (benchmarks/bm25_speed.py)"
+	@echo "make bench-formats  real Office, e-book, e-mail, PDF and scanned files against plain text: nDCG@10,"
+	@echo "                    documents per second per format, OCR pages per second, page and slide of hits"
 	@echo "make bench-search-ab BASE=rev  search p50 of this checkout against commit rev, taking turns (for refactors)"
 	@echo "make train-small      tokenizer + small BERT (masked LM, ~45 min) + contrastive on SciFact; runs/train-small/"
 	@echo "make finetune-minilm  adapt the packaged MiniLM to SciFact's train split; runs/finetune-minilm/"
 	@echo "make clean     remove .venv, the demo collection and caches"
 
-install: $(STAMP)
+install: $(STAMP) system-packages
+
+# Debian packages the document readers and their tests use: Tesseract with its English, German
+# and French data (OCR of scans), libmagic (file types by content), pandoc and DejaVu fonts (the
+# tests make real Office, OpenDocument and EPUB files and render scans). Installed where this is
+# Debian and we may (root); elsewhere one line says what to install, and a scan is then reported
+# as needing tesseract-ocr.
+SYSTEM_PACKAGES := tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra pandoc libmagic1 fonts-dejavu-core
+system-packages:
+	@if command -v tesseract >/dev/null && command -v pandoc >/dev/null && [ -d /usr/share/tesseract-ocr ] \
+	    && ls /usr/share/tesseract-ocr/*/tessdata/deu.traineddata /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null \
+	    || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive \
+	         apt-get install -y -q --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; }; \
+	else echo "make install: install the Debian packages $(SYSTEM_PACKAGES) (OCR, test documents)"; fi
 
 # Re-runs only when the dependency pins change. torch is installed first and
 # pinned so that nothing pulls a multi-GB CUDA build.
@@ -64,9 +81,10 @@ serve: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# ruff's lint first (settings in pyproject.toml; `make format` applies its fixes and the formatter)
+# ruff's lint and the formatter's check first (settings in pyproject.toml; `make format` applies both)
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -84,7 +102,7 @@ test-all: install
 fuzz: install
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -q -p no:cacheprovider tests/hostile
 
-bench: bench-quality bench-speed bench-scale bench-index bench-ray
+bench: bench-quality bench-speed bench-scale bench-index bench-ray bench-formats
 
 bench-quality: install
 	$(BIN)/python -m benchmarks.quality
@@ -108,6 +126,11 @@ bench-speed: install
 # Search latency of this checkout against commit BASE, the two taking turns on one collection.
 bench-search-ab: install
 	$(BIN)/python -m benchmarks.search_ab --base $(or $(BASE),HEAD~1)
+
+# A folder of real files in every readable format, made from SciFact by pandoc, LibreOffice, the
+# formats' own libraries and rendered scans, scored against the same documents as plain text.
+bench-formats: install
+	$(BIN)/python -m benchmarks.formats
 
 bench-ray: install
 	$(BIN)/python -m benchmarks.ray_scale --docs 1500 --workers 2

@@ -16,19 +16,18 @@ import os
 import sys
 from typing import Sequence
 
-from app.commands import adapting, indexing, keys, maintenance, searching, services, tagging, train
+from app.commands import adapting, fill, indexing, keys, maintenance, searching, services, tagging, train, watching
 from app.commands.base import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Parser, UsageError, fail
 from app.commands.services import UI_PASSWORD_ENV
 
 #: The command groups, in the order ``semsearch --help`` lists their commands.
-GROUPS = (indexing, searching, maintenance, tagging, services, keys, train, adapting)
+GROUPS = (indexing, watching, searching, maintenance, tagging, services, keys, train, fill, adapting)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``semsearch`` parser: one subparser per command, each group adding its own."""
     parser = Parser(
-        prog="semsearch",
-        description="Semantic search over your documents: index files, then search them by meaning.",
+        prog="semsearch", description="Semantic search over your documents: index files, then search them by meaning."
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True

@@ -2,10 +2,13 @@
 
 Three tools, each a thin call of ``Collection``:
 
-- ``search(query, k=10, where=None, mode="hybrid")``: ranked hits with their
-  ids, titles, scores, the best passage and its character offsets, and metadata;
+- ``search(query, k=10, where=None, mode="hybrid", lang=None)``: ranked hits with their
+  ids, titles, scores, the best passage and its character offsets, where in
+  its source it is (``location``: page, slide, sheet and row, section or
+  message, when the document records them), and metadata;
 - ``fetch(id, start=None, end=None)``: a whole document, or the passage
-  between two character offsets of it (as a hit gives them);
+  between two character offsets of it (as a hit gives them), with the
+  location of its start;
 - ``fields()``: the collection's metadata fields with example values, its
   size and model, and the search modes (what ``where`` and ``mode`` accept).
 
@@ -25,6 +28,7 @@ from typing import Any
 
 from retriever.collection import DEFAULT_MODE, Collection
 from retriever.errors import BadInputError, FilterError, SemsearchError
+from retriever.locations import location_at, without_locations
 from retriever.search.options import SearchOptions
 
 MAX_FETCH_CHARS = 200_000  # a fetched text longer than this comes cut, and says so
@@ -44,16 +48,18 @@ def build_server(collection: Collection) -> Any:
     server = MCPServer(
         "semsearch",
         instructions=f"Search the document collection {collection.root.name!r} by meaning and keywords. "
-                     "Call fields first to learn the metadata you can filter on.",
+        "Call fields first to learn the metadata you can filter on.",
     )
 
     @server.tool(structured_output=True)
     @reported
     def search(
-        query: str, k: int = 10, where: dict[str, Any] | None = None, mode: str = DEFAULT_MODE
+        query: str, k: int = 10, where: dict[str, Any] | None = None, mode: str = DEFAULT_MODE, lang: str | None = None
     ) -> dict[str, Any]:
         """Find the k documents that best match the query; each hit shows its best passage with offsets,
-        and the passage's sentences that match best (evidence) with the query's terms in them.
+        where in its source the passage is (location, e.g. {"page": 12}, {"sheet": "Q1", "row": 5},
+        {"section": ["Intro", "Scope"]}; null when unknown), and the passage's sentences that match best
+        (evidence) with the query's terms in them.
 
         Args:
             query: Free text.
@@ -61,14 +67,18 @@ def build_server(collection: Collection) -> Any:
             where: Metadata filter, e.g. {"lang": "en", "year": {"$gte": 2020}}; operators $eq $ne $gt $gte
                 $lt $lte $in $nin $and $or $not.
             mode: "hybrid" (meaning and keywords, default), "dense" (meaning) or "bm25" (keywords).
+            lang: The query's language as an ISO 639-1 code (e.g. "de"): keywords are matched in that
+                language; default: in every language the collection holds.
         """
-        hits = collection.search(query, options=SearchOptions(k=min(k, 100), where=where, mode=mode))
+        options = SearchOptions(k=min(k, 100), where=where, mode=mode, lang=lang)
+        hits = collection.search(query, options=options)
         return {"hits": [hit_answer(hit) for hit in hits]}
 
     @server.tool(structured_output=True)
     @reported
     def fetch(id: str, start: int | None = None, end: int | None = None) -> dict[str, Any]:  # noqa: A002 - MCP's name
-        """A document by id: its whole text, or the passage [start, end) in character offsets (from a hit).
+        """A document by id: its whole text, or the passage [start, end) in character offsets (from a hit),
+        with where in its source that passage starts (location, as a hit gives it).
 
         Args:
             id: The document id, as a hit gives it.
@@ -82,8 +92,12 @@ def build_server(collection: Collection) -> Any:
     def fields() -> dict[str, Any]:
         """The metadata fields to filter on (with example values), the search modes, documents and model."""
         info = collection.info()
-        return {"fields": collection.metadata_fields(), "modes": list(Collection.SEARCH_MODES),
-                "documents": info["documents"], "model": info["model"]}
+        return {
+            "fields": collection.metadata_fields(),
+            "modes": list(Collection.SEARCH_MODES),
+            "documents": info["documents"],
+            "model": info["model"],
+        }
 
     return server
 
@@ -105,14 +119,26 @@ def reported(tool):
 
 
 def hit_answer(hit: Any) -> dict[str, Any]:
-    """A hit as the tool returns it: ``id, title, score, passage, start, end, evidence, metadata``."""
-    return {"id": hit.id, "title": hit.title, "score": round(float(hit.score), 6), "passage": hit.text,
-            "start": hit.start, "end": hit.end, "evidence": [sentence.to_dict() for sentence in hit.evidence],
-            "metadata": hit.metadata}
+    """A hit as the tool returns it: ``id, title, score, passage, start, end, evidence, location, metadata``."""
+    return {
+        "id": hit.id,
+        "title": hit.title,
+        "score": round(float(hit.score), 6),
+        "passage": hit.text,
+        "start": hit.start,
+        "end": hit.end,
+        "evidence": [sentence.to_dict() for sentence in hit.evidence],
+        "location": hit.location,
+        "metadata": hit.metadata,
+    }
 
 
 def fetch_answer(collection: Collection, doc_id: str, start: int | None, end: int | None) -> dict[str, Any]:
-    """The ``fetch`` answer; an unknown id or offsets outside the text are errors naming them."""
+    """The ``fetch`` answer; an unknown id or offsets outside the text are errors naming them.
+
+    ``location`` is where in its source the passage starts (``None`` without
+    one); ``metadata`` leaves out the ``locations`` columns it comes from.
+    """
     doc = collection.get(doc_id)
     if doc is None:
         raise BadInputError(f"id: no document {doc_id!r} in the collection")
@@ -122,8 +148,17 @@ def fetch_answer(collection: Collection, doc_id: str, start: int | None, end: in
         raise BadInputError(f"start/end: {lo}..{hi} is outside the document's 0..{len(doc.text)} characters")
     text = doc.text[lo:hi]
     cut = len(text) > MAX_FETCH_CHARS
-    return {"id": doc.id, "title": doc.title, "start": lo, "end": lo + min(len(text), MAX_FETCH_CHARS),
-            "length": len(doc.text), "text": text[:MAX_FETCH_CHARS], "cut": cut, "metadata": doc.metadata}
+    return {
+        "id": doc.id,
+        "title": doc.title,
+        "start": lo,
+        "end": lo + min(len(text), MAX_FETCH_CHARS),
+        "length": len(doc.text),
+        "text": text[:MAX_FETCH_CHARS],
+        "cut": cut,
+        "location": location_at(doc.metadata, lo),
+        "metadata": without_locations(doc.metadata),
+    }
 
 
 def serve_stdio(path: str | Path) -> None:

@@ -76,9 +76,15 @@ def main(argv=None) -> int:
     parser.add_argument("--docs", default="2,3")
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     args = parser.parse_args(argv)
-    grid = list(itertools.product(*(
-        [float(x) for x in args.alphas.split(",")], [float(x) for x in args.weights.split(",")],
-        [int(x) for x in args.docs.split(",")])))  # fmt: skip
+    grid = list(
+        itertools.product(
+            *(
+                [float(x) for x in args.alphas.split(",")],
+                [float(x) for x in args.weights.split(",")],
+                [int(x) for x in args.docs.split(",")],
+            )
+        )
+    )
     default = (DEFAULT_ALPHA, feedback.FEEDBACK_WEIGHT, feedback.FEEDBACK_DOCS)
     grid = grid if default in grid else [default, *grid]
     loaded = {}
@@ -92,8 +98,12 @@ def main(argv=None) -> int:
         with feedback_settings(weight, docs):
             scores[(alpha, weight, docs)] = {n: ndcg_at_10(*loaded[n], alpha) for n in SETS}
         row = scores[(alpha, weight, docs)]
-        print(f"{alpha:>5} {weight:>6} {docs:>4} " + " ".join(f"{row[n]:>9.4f}" for n in SETS)
-              + f" {np.mean(list(row.values())):>7.4f}" + ("  (default)" if (alpha, weight, docs) == default else ""))
+        print(
+            f"{alpha:>5} {weight:>6} {docs:>4} "
+            + " ".join(f"{row[n]:>9.4f}" for n in SETS)
+            + f" {np.mean(list(row.values())):>7.4f}"
+            + ("  (default)" if (alpha, weight, docs) == default else "")
+        )
     print("\nleave one set out: the best setting on the other four, and its change on the one left out")
     changes = leave_one_out(scores, default)
     for held, (chosen, change) in changes.items():

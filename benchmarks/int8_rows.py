@@ -39,9 +39,11 @@ def estimate_errors(chunks: np.ndarray, queries: np.ndarray) -> None:
         deepest = max(deepest, int(rank[truth].max()) + 1)
     error = np.concatenate(errors)
     print(f"machine: {machine()}")
-    print(f"{len(chunks):,} real chunks, {len(queries)} real queries: |int8 - float32| mean {error.mean():.5f}, "
-          f"p99 {np.quantile(error, 0.99):.5f}, max {error.max():.5f}; recall@10 of int8 alone "
-          f"{kept / (10 * len(queries)):.4f}; deepest int8 rank of a float32 top-10 hit: {deepest}")
+    print(
+        f"{len(chunks):,} real chunks, {len(queries)} real queries: |int8 - float32| mean {error.mean():.5f}, "
+        f"p99 {np.quantile(error, 0.99):.5f}, max {error.max():.5f}; recall@10 of int8 alone "
+        f"{kept / (10 * len(queries)):.4f}; deepest int8 rank of a float32 top-10 hit: {deepest}"
+    )
 
 
 def alternate(path: str, vectors: np.ndarray, n: int) -> None:

@@ -75,9 +75,14 @@ def build(path: Path, docs: list[dict]) -> None:
 def collections(datasets: Path) -> dict[str, Path]:
     corpus = load_jsonl(datasets / "scifact" / "corpus.jsonl")
     whole = [{"id": r["_id"], "title": r.get("title", ""), "text": r["text"]} for r in corpus[:500]]
-    short = [{"id": f"t{r['_id']}", "text": r["title"], "metadata": {"part": "title"}} for r in corpus if r.get("title")]
-    short += [{"id": f"s{r['_id']}", "text": first_sentence(r["text"]), "metadata": {"part": "sentence"}}
-              for r in corpus if r.get("text")]
+    short = [
+        {"id": f"t{r['_id']}", "text": r["title"], "metadata": {"part": "title"}} for r in corpus if r.get("title")
+    ]
+    short += [
+        {"id": f"s{r['_id']}", "text": first_sentence(r["text"]), "metadata": {"part": "sentence"}}
+        for r in corpus
+        if r.get("text")
+    ]
     paths = {"scifact500": BENCH / "scifact500", "short10k": BENCH / "short10k"}
     build(paths["scifact500"], whole)
     build(paths["short10k"], short)
@@ -121,7 +126,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -> Iterator[tuple[int, http.client.HTTPConnection]]:
+def served(
+    path: Path, env: dict | None = None, options: tuple[str, ...] = ()
+) -> Iterator[tuple[int, http.client.HTTPConnection]]:
     """``semsearch serve -c path [options]`` on a free loopback port, up and answering (every worker ready).
 
     Yields:
@@ -131,7 +138,10 @@ def served(path: Path, env: dict | None = None, options: tuple[str, ...] = ()) -
     env = {k: v for k, v in (env or os.environ).items() if k != "SEMSEARCH_API_KEY"}
     server = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "-c", str(path), "--port", str(port), *options],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         conn = None
@@ -210,7 +220,10 @@ def main() -> None:
     args.out.write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(f"\n{'collection':<12} {'what':<28} {'median ms':>10} {'p95 ms':>8}  (n)")
     for name, figures in report["collections"].items():
-        rows = [("UI search (shown)", figures["ui"]["search_shown"]), ("UI script rerun", figures["ui"]["script_rerun"])]
+        rows = [
+            ("UI search (shown)", figures["ui"]["search_shown"]),
+            ("UI script rerun", figures["ui"]["script_rerun"]),
+        ]
         rows += [(f"API POST /search {mode}", stats) for mode, stats in figures["api"].items()]
         for what, stats in rows:
             print(f"{name:<12} {what:<28} {stats['median_ms']:>10.1f} {stats['p95_ms']:>8.1f}  ({stats['n']})")

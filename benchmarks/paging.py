@@ -81,8 +81,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=("dense", "bm25"), default="dense", help="search by vector or by text")
     args = parser.parse_args()
     vectors = np.load(BENCH / "scale" / "real" / "queries.npy")
-    texts = (json.loads((BENCH / "scale" / "real" / "query_texts.json").read_text())  # the vectors' queries
-             if args.mode == "bm25" else [])
+    texts = (
+        json.loads((BENCH / "scale" / "real" / "query_texts.json").read_text())  # the vectors' queries
+        if args.mode == "bm25"
+        else []
+    )
 
     def search(col, row: int) -> None:
         if args.mode == "dense":
@@ -111,8 +114,10 @@ def main() -> None:
             total[name].append(time.perf_counter() - began)
     print(f"machine: {machine()}; {len(next(iter(sides.values())))} documents; {args.mode} search")
     for name in sides:
-        print(f"  {name:<10} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
-              f"display p50 {_ms(display[name], 50)} ms")
+        print(
+            f"  {name:<10} search p50 {_ms(total[name], 50)} p90 {_ms(total[name], 90)}   "
+            f"display p50 {_ms(display[name], 50)} ms"
+        )
     for col in sides.values():
         col.close()
 

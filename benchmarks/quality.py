@@ -5,13 +5,17 @@ each dataset's SOURCE.md gives, and exits 1 when a figure drifts past the
 file's tolerance. ``--update`` rewrites the expected figures instead.
 ``--index-codes always`` reruns every figure with every segment's vectors
 compressed (1-bit codes rescored exactly), against the same expected figures,
-and ``--tolerance`` overrides the file's. A run with ``model: adapted`` scores
+and ``--tolerance`` overrides the file's. A run of the default settings writes
+the rows it measured into the "Retrieval quality" table of docs/benchmarks.md
+(``benchmarks.results_page``; one row per dataset, mode and model, the others
+kept); ``--no-record`` leaves the page alone, and runs with ``--index-codes``
+never write it. A run with ``model: adapted`` scores
 the model ``semsearch adapt --corpus <dataset> -o M`` makes with its default
 settings (trained once into ``ADAPTED_ROOT/<dataset>`` and reused; about 25
 minutes for the five visible sets on two cores). ``--skip-adapted`` leaves those runs out.
 
     python -m benchmarks.quality [--datasets DIR] [--only scifact,cisi] [--update]
-        [--index-codes always --tolerance 0.005]
+        [--index-codes always --tolerance 0.005] [--no-record] [--page FILE]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from benchmarks import results_page
 from retriever.evaluation import METRICS
 from retriever.search.vector_index import CODES
 
@@ -38,6 +43,11 @@ HEADER = """\
 # `make test` (tests/app/test_evaluate.py), the smaller datasets by the slow tests.
 # Regenerate with: .venv/bin/python -m benchmarks.quality --update
 """
+#: The table of docs/benchmarks.md a run writes: its section, columns (a metric's column after
+#: ``METRICS``' order) and the columns that tell its rows apart.
+TABLE = "Retrieval quality"
+COLUMNS = ("dataset", "mode", "model", "nDCG@10", "MRR@10", "R@100", "MAP@100", "command", "machine", "date")
+KEYS = ("dataset", "mode", "model")
 
 
 def load_regressions(path: Path = REGRESSIONS) -> dict:
@@ -66,8 +76,11 @@ def adapted_model(dataset_dir: Path) -> Path:
     """The model ``semsearch adapt --corpus DATASET -o M`` makes, made once (a killed run resumes)."""
     model = ADAPTED_ROOT / dataset_dir.name
     if not (model / "adapt.json").is_file():
-        subprocess.run([sys.executable, "-m", "app", "adapt", "--corpus", str(dataset_dir), "-o", str(model), "--json"],
-                       check=False, stdout=subprocess.DEVNULL)  # exit 1: the check found it no better; scored anyway
+        subprocess.run(
+            [sys.executable, "-m", "app", "adapt", "--corpus", str(dataset_dir), "-o", str(model), "--json"],
+            check=False,
+            stdout=subprocess.DEVNULL,
+        )  # exit 1: the check found it no better; scored anyway
         if not (model / "adapt.json").is_file():
             raise SystemExit(f"semsearch adapt --corpus {dataset_dir} -o {model} failed")
     return model
@@ -81,36 +94,66 @@ def describe_encoders(encoders: set[tuple[str, str]]) -> str:
     return f"encoder: {used} (CPU: {describe_cpu()})"
 
 
-def main(argv: list[str] | None = None) -> int:
-    from indexer.beir import evaluate
+def table_row(run: dict, result: dict) -> dict:
+    """The "Retrieval quality" row of one run of ``quality.yaml`` and its result (``indexer.beir.evaluate``)."""
+    metrics = dict(zip(COLUMNS[3:7], (str(round(result[m], 4)) for m in METRICS)))
+    model = "adapted" if run.get("model") == "adapted" else "packaged MiniLM"
+    return {"dataset": run["dataset"], "mode": run["mode"], "model": model, **metrics, "command": run["command"]}
 
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The run's flags, checked against each other and against the results page's table."""
     parser = argparse.ArgumentParser(prog="bench-quality", description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--only", help="comma-separated dataset names")
     parser.add_argument("--update", action="store_true", help="rewrite the expected figures")
-    parser.add_argument("--index-codes", choices=CODES,
-                        help="search a copy of each collection whose vector indexes hold these codes")
+    parser.add_argument(
+        "--index-codes", choices=CODES, help="search a copy of each collection whose vector indexes hold these codes"
+    )
     parser.add_argument("--tolerance", type=float, help="largest drift allowed (default: the file's)")
     parser.add_argument("--skip-adapted", action="store_true", help="leave out the runs of adapted models")
+    results_page.add_options(parser)
     args = parser.parse_args(argv)
     if args.update and args.index_codes:
         parser.error("--update records the default settings' figures; drop --index-codes")
+    if args.index_codes and not args.no_record:
+        print(f"--index-codes: the figures are not written into {args.page} (it holds the default settings')")
+        args.no_record = True
+    results_page.check(args, TABLE, COLUMNS)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    from indexer.beir import evaluate
+
+    args = parse_args(argv)
     regressions = load_regressions()
     only = set(args.only.split(",")) if args.only else None
     tolerance = regressions["tolerance"] if args.tolerance is None else args.tolerance
     failures = 0
     encoders: set[tuple[str, str]] = set()
-    print(f"{'dataset':<16} {'mode':<7} {'ndcg@10':>8} {'expected':>9} {'BM25 ref':>9} "
-          + " ".join(f"{m:>10}" for m in METRICS[1:]) + f" {'seconds':>8}")
+    rows: list[dict] = []
+    print(
+        f"{'dataset':<16} {'mode':<7} {'ndcg@10':>8} {'expected':>9} {'BM25 ref':>9} "
+        + " ".join(f"{m:>10}" for m in METRICS[1:])
+        + f" {'seconds':>8}"
+    )
     with tempfile.TemporaryDirectory() as scratch:
         for run in regressions["runs"]:
             if (only and run["dataset"] not in only) or (args.skip_adapted and run.get("model") == "adapted"):
                 continue
             path = dataset_path(run, args.datasets, Path(scratch))
             model = str(adapted_model(path)) if run.get("model") == "adapted" else None
-            result = evaluate(path, split=run.get("split", "test"), mode=run["mode"], model=model, progress=False,
-                              index_codes=args.index_codes)
+            result = evaluate(
+                path,
+                split=run.get("split", "test"),
+                mode=run["mode"],
+                model=model,
+                progress=False,
+                index_codes=args.index_codes,
+            )
             encoders.add((result["backend"], result["query_backend"]))
+            rows.append(table_row(run, result))
             expected = run.get("expected") or {}
             drift = [m for m in METRICS if m in expected and abs(result[m] - expected[m]) > tolerance]
             failures += bool(drift) and not args.update
@@ -120,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{expected.get('ndcg@10', float('nan')):>9.4f} "
                 f"{reference if reference is not None else float('nan'):>9.4f} "
                 + " ".join(f"{result[m]:>10.4f}" for m in METRICS[1:])
-                + f" {result['seconds']:>8.1f}" + (f"  DRIFT: {', '.join(drift)}" if drift else ""),
+                + f" {result['seconds']:>8.1f}"
+                + (f"  DRIFT: {', '.join(drift)}" if drift else ""),
                 flush=True,
             )
             if args.update:
@@ -130,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.update:
         REGRESSIONS.write_text(HEADER + yaml.safe_dump(regressions, sort_keys=False), encoding="utf-8")
         print(f"wrote {REGRESSIONS}")
+    results_page.record(args, TABLE, COLUMNS, KEYS, rows, command="python -m benchmarks.quality")
     return 1 if failures else 0
 
 

@@ -156,7 +156,10 @@ def describe(real: np.ndarray, synthetic: np.ndarray, queries: np.ndarray) -> di
     for name, data in (("real", real[:n]), ("synthetic", synthetic[:n])):
         best, _ = faiss.knn(queries, data, 1, metric=faiss.METRIC_INNER_PRODUCT)
         near, _ = faiss.knn(data[:2000], data, 2, metric=faiss.METRIC_INNER_PRODUCT)
-        out[name] = {"query_best_cosine": float(np.median(best[:, 0])), "nearest_row_cosine": float(np.median(near[:, 1]))}
+        out[name] = {
+            "query_best_cosine": float(np.median(best[:, 0])),
+            "nearest_row_cosine": float(np.median(near[:, 1])),
+        }
     return out
 
 

@@ -88,8 +88,11 @@ def machine() -> str:
 
 def readahead_kb() -> str:
     """Each disk's ``read_ahead_kb`` (``unknown`` off Linux)."""
-    found = [p for p in sorted(Path("/sys/block").glob("*/queue/read_ahead_kb"))
-             if not p.parts[3].startswith(("loop", "ram", "zram"))]  # fmt: skip
+    found = [
+        p
+        for p in sorted(Path("/sys/block").glob("*/queue/read_ahead_kb"))
+        if not p.parts[3].startswith(("loop", "ram", "zram"))
+    ]
     return ", ".join(f"{p.parts[3]} {p.read_text().strip()} KB" for p in found) or "unknown"
 
 
@@ -126,8 +129,13 @@ def draw_queries(vectors: np.ndarray, texts: list[str], n: int, cache: Path) -> 
     chosen = np.random.default_rng(3).choice(len(vectors), size=min(n, len(vectors)), replace=False)
     rest = np.setdiff1d(np.arange(len(vectors)), chosen)
     warm = np.random.default_rng(4).choice(rest, size=min(n, len(rest)), replace=False)
-    queries = Queries(vectors[chosen], [texts[i] for i in chosen], (cache / f"q{n}.npy", cache / f"q{n}.json"),
-                      vectors[warm], [texts[i] for i in warm])  # fmt: skip
+    queries = Queries(
+        vectors[chosen],
+        [texts[i] for i in chosen],
+        (cache / f"q{n}.npy", cache / f"q{n}.json"),
+        vectors[warm],
+        [texts[i] for i in warm],
+    )
     np.save(queries.files[0], queries.vectors)
     queries.files[1].write_text(json.dumps(queries.texts))
     return queries
@@ -151,7 +159,7 @@ class Corpus:
         return [
             {"id": f"doc-{i}", "title": title, "text": text, "metadata": {"bucket": i % BUCKETS, "year": 1990 + i % 30}}
             for i, (title, text) in ((i, self.texts(i)) for i in range(start, start + n))
-        ]  # fmt: skip
+        ]
 
     def vectors(self, start: int, n: int) -> np.ndarray:
         """``(n, 384)`` float32 unit rows for documents ``start ..``, drawn with seed ``start``."""
@@ -199,10 +207,17 @@ def build(path: Path, n: int, corpus: Corpus, codes: str, commit_docs: int) -> d
         for start in range(held, n, commit_docs):
             size = min(commit_docs, n - start)
             col.add(corpus.documents(start, size), vectors=corpus.vectors(start, size))
-            print(f"    {start + size:>10,} / {n:,} documents  {time.perf_counter() - began:8.1f} s  "
-                  f"({phases.total('merge'):.1f} s merging)  {len(col.reader.current().parts)} segments", flush=True)
-    return {"from_documents": held, "seconds": time.perf_counter() - began,
-            "commit_s": phases.total("commit"), "merge_s": phases.total("merge")}  # fmt: skip
+            print(
+                f"    {start + size:>10,} / {n:,} documents  {time.perf_counter() - began:8.1f} s  "
+                f"({phases.total('merge'):.1f} s merging)  {len(col.reader.current().parts)} segments",
+                flush=True,
+            )
+    return {
+        "from_documents": held,
+        "seconds": time.perf_counter() - began,
+        "commit_s": phases.total("commit"),
+        "merge_s": phases.total("merge"),
+    }
 
 
 def measure(base: Path, state: str, queries: Queries, corpus: Corpus, commits: int) -> dict:
@@ -239,12 +254,23 @@ def footprint(col) -> dict:
     for s in info["segments"]:
         folder = col.root / SEGMENTS_DIR / s["name"]
         int8 = folder / INT8_CODES_FILE
-        segments.append({"chunks": s["chunks"], **s["index"], "index_bytes": (folder / INDEX_FILE).stat().st_size,
-                         "int8_bytes": int8.stat().st_size if int8.exists() else 0})
-    return {"documents": info["documents"], "chunks": info["chunks"], "disk_bytes": info["size_bytes"],
-            "resident_index_bytes": sum(s["index_bytes"] for s in segments),
-            "int8_bytes": sum(s["int8_bytes"] for s in segments),
-            "raw_vector_bytes": info["chunks"] * DIM * 4, "segments": segments}  # fmt: skip
+        segments.append(
+            {
+                "chunks": s["chunks"],
+                **s["index"],
+                "index_bytes": (folder / INDEX_FILE).stat().st_size,
+                "int8_bytes": int8.stat().st_size if int8.exists() else 0,
+            }
+        )
+    return {
+        "documents": info["documents"],
+        "chunks": info["chunks"],
+        "disk_bytes": info["size_bytes"],
+        "resident_index_bytes": sum(s["index_bytes"] for s in segments),
+        "int8_bytes": sum(s["int8_bytes"] for s in segments),
+        "raw_vector_bytes": info["chunks"] * DIM * 4,
+        "segments": segments,
+    }
 
 
 def search_figures(col, queries: Queries) -> dict:
@@ -333,9 +359,15 @@ def main(argv=None) -> int:
     real, query_vectors, texts = real_data(args.datasets, args.workdir / "real")
     queries = draw_queries(query_vectors, texts, args.queries, args.workdir / "real")
     corpus = Corpus(args.datasets, real)
-    settings = {"codes": args.codes, "commit_docs": args.commit_docs, "queries": len(queries.texts),
-                "warm_queries": len(queries.warm_texts),
-                "real_chunks": len(real), "real_queries": len(texts), "corpus_rows": len(corpus.texts.rows)}
+    settings = {
+        "codes": args.codes,
+        "commit_docs": args.commit_docs,
+        "queries": len(queries.texts),
+        "warm_queries": len(queries.warm_texts),
+        "real_chunks": len(real),
+        "real_queries": len(texts),
+        "corpus_rows": len(corpus.texts.rows),
+    }
     previous = json.loads(args.out.read_text()) if args.out.exists() else {}
     results = previous if previous.get("settings") == settings else {"settings": settings, "sizes": {}}
     results["machine"] = machine()
@@ -369,16 +401,23 @@ def _arguments(argv) -> argparse.Namespace:
     parser.add_argument("--commit-docs", type=int, default=20_000, help="documents per commit of the build")
     parser.add_argument("--queries", type=int, default=300, help="real queries for the search figures")
     parser.add_argument("--commits", type=int, default=3, help="timed commits of 1,000 documents per state")
-    parser.add_argument("--codes", default="compressed", choices=("float32", "compressed", "always"),
-                        help="IndexPolicy.codes of the collections (default compressed)")
+    parser.add_argument(
+        "--codes",
+        default="compressed",
+        choices=("float32", "compressed", "always"),
+        help="IndexPolicy.codes of the collections (default compressed)",
+    )
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--workdir", type=Path, default=BENCH / "scale")
     parser.add_argument("--out", type=Path, default=BENCH / "scale.json")
     parser.add_argument("--reuse", action="store_true", help="keep complete collections (else rebuilt)")
     parser.add_argument("--build-only", action="store_true", help="build (or resume) the collections, measure nothing")
-    parser.add_argument("--states", default=",".join(STATES),
-                        help="states to measure, of incremental,compacted (compacting writes the segments it "
-                             "merges beside the snapshot: up to a second copy of the collection)")
+    parser.add_argument(
+        "--states",
+        default=",".join(STATES),
+        help="states to measure, of incremental,compacted (compacting writes the segments it "
+        "merges beside the snapshot: up to a second copy of the collection)",
+    )
     args = parser.parse_args(argv)
     args.states = [state for state in STATES if state in args.states.split(",")]
     return args

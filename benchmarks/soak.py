@@ -108,19 +108,34 @@ def take_snapshot(root: Path, n: int, base: str, env: dict) -> dict:
         if status != 200:
             return {"n": n, "by": "api", "taken": False, "why": f"{status}: {report}"}
     else:
-        done = subprocess.run([sys.executable, "-m", "app.cli", "snapshot", "-c", str(root / "col"), str(dest),
-                               "--json"], cwd=REPO, env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "app.cli", "snapshot", "-c", str(root / "col"), str(dest), "--json"],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             return {"n": n, "by": "command", "taken": False, "why": done.stderr.strip()[-300:]}
         report = json.loads(done.stdout)
     with Collection.open(dest) as snap:
         check = snap.check()
-        result = {"n": n, "by": "api" if n % 2 else "command", "taken": True, "generation": report["generation"],
-                  "documents": report["documents"], "opened_documents": len(snap),
-                  "opened_generation": snap.info()["generation"], "check_ok": check.ok,
-                  "seconds": round(time.time() - started, 2)}
-    result["ok"] = (check.ok and result["documents"] == result["opened_documents"]
-                    and result["generation"] == result["opened_generation"])
+        result = {
+            "n": n,
+            "by": "api" if n % 2 else "command",
+            "taken": True,
+            "generation": report["generation"],
+            "documents": report["documents"],
+            "opened_documents": len(snap),
+            "opened_generation": snap.info()["generation"],
+            "check_ok": check.ok,
+            "seconds": round(time.time() - started, 2),
+        }
+    result["ok"] = (
+        check.ok
+        and result["documents"] == result["opened_documents"]
+        and result["generation"] == result["opened_generation"]
+    )
     shutil.rmtree(dest)
     return result
 
@@ -129,8 +144,9 @@ def failures_not_cut(log: Path, outages: list[tuple[float, float]]) -> tuple[int
     """``(requests, failed, cut by a kill, unexplained failures)`` of a searcher's or reader's log."""
     events = read_events(log) if log.exists() else []
     failed = [e for e in events if not e["ok"]]
-    unexplained = [e for e in failed
-                   if not any(down - SLACK_S <= e["end"] and e["t"] <= up + SLACK_S for down, up in outages)]
+    unexplained = [
+        e for e in failed if not any(down - SLACK_S <= e["end"] and e["t"] <= up + SLACK_S for down, up in outages)
+    ]
     return len(events), len(failed), len(failed) - len(unexplained), unexplained
 
 
@@ -140,7 +156,7 @@ def fresh_size(root: Path, documents: list[dict], model: str) -> int:
 
     with Collection.create(root / "fresh", model) as fresh:
         for start in tqdm(range(0, len(documents), 256), desc="fresh build", unit="batch"):
-            fresh.add(documents[start:start + 256])
+            fresh.add(documents[start : start + 256])
         fresh.compact()
         return fresh.info()["size_bytes"]
 
@@ -189,13 +205,25 @@ def processes(root: Path, base: str, args, env: dict) -> tuple[Process, Process,
     common = ["--dir", str(collection), "--text", str(args.text), "--base", base, "--key", KEY]
 
     def role(name: str, kind: str, seed: int) -> Process:
-        return Process(name, [py, *roles, kind, *common, "--journal", str(logs / f"{name}.jsonl"),
-                              "--seed", str(args.seed + seed)], logs, env)
+        return Process(
+            name,
+            [py, *roles, kind, *common, "--journal", str(logs / f"{name}.jsonl"), "--seed", str(args.seed + seed)],
+            logs,
+            env,
+        )
 
-    server = Process("server", [py, "-m", "app.cli", "serve", "-c", str(collection), "--port",
-                                base.rsplit(":", 1)[1], "--deadline", "60"], logs, env)
-    others = [role("http-writer", "http-writer", 1), role("searcher-0", "searcher", 10),
-              role("searcher-1", "searcher", 11), role("reader", "reader", 20)]
+    server = Process(
+        "server",
+        [py, "-m", "app.cli", "serve", "-c", str(collection), "--port", base.rsplit(":", 1)[1], "--deadline", "60"],
+        logs,
+        env,
+    )
+    others = [
+        role("http-writer", "http-writer", 1),
+        role("searcher-0", "searcher", 10),
+        role("searcher-1", "searcher", 11),
+        role("reader", "reader", 20),
+    ]
     return server, role("writer", "writer", 0), others
 
 
@@ -262,27 +290,50 @@ def report(root: Path, model: str, args, kills: dict, outages: list, snapshots: 
     verdict = verify([logs / "writer.jsonl", logs / "http-writer.jsonl"], versions)
     reads = {}
     for name in ("searcher-0", "searcher-1", "reader"):
-        requests, failed, cut, unexplained = failures_not_cut(logs / f"{name}.jsonl", outages if name != "reader"
-                                                              else [])
-        reads[name] = {"requests": requests, "failed": failed, "cut_by_a_kill": cut,
-                       "failed_unexplained": len(unexplained), "examples": unexplained[:5]}
+        requests, failed, cut, unexplained = failures_not_cut(
+            logs / f"{name}.jsonl", outages if name != "reader" else []
+        )
+        reads[name] = {
+            "requests": requests,
+            "failed": failed,
+            "cut_by_a_kill": cut,
+            "failed_unexplained": len(unexplained),
+            "examples": unexplained[:5],
+        }
     documents = [{"id": d.id, "title": d.title, "text": d.text, "metadata": d.metadata} for d in stored.values()]
     fresh = fresh_size(root, documents, model)
     result = {
-        "machine": describe_cpu(), "minutes": args.minutes, "model": model,
-        "kills": kills, "starts": {p.name: p.starts for p in processes},
-        "reads": reads, "writes": verdict.to_dict(),
-        "snapshots": {"taken": sum(s["taken"] for s in snapshots),
-                      "not_taken": [s for s in snapshots if not s["taken"]],
-                      "checked_ok": sum(s.get("ok", False) for s in snapshots),
-                      "bad": [s for s in snapshots if s["taken"] and not s["ok"]]},
-        "final": {"documents": len(stored), "check_ok": check.ok, "compaction": compaction,
-                  "bytes": size, "fresh_bytes": fresh, "size_ratio": round(size / fresh, 4)},
+        "machine": describe_cpu(),
+        "minutes": args.minutes,
+        "model": model,
+        "kills": kills,
+        "starts": {p.name: p.starts for p in processes},
+        "reads": reads,
+        "writes": verdict.to_dict(),
+        "snapshots": {
+            "taken": sum(s["taken"] for s in snapshots),
+            "not_taken": [s for s in snapshots if not s["taken"]],
+            "checked_ok": sum(s.get("ok", False) for s in snapshots),
+            "bad": [s for s in snapshots if s["taken"] and not s["ok"]],
+        },
+        "final": {
+            "documents": len(stored),
+            "check_ok": check.ok,
+            "compaction": compaction,
+            "bytes": size,
+            "fresh_bytes": fresh,
+            "size_ratio": round(size / fresh, 4),
+        },
     }
     failed_reads = sum(r["failed_unexplained"] for r in reads.values())
-    result["passed"] = bool(verdict.lost == [] and failed_reads == 0 and not result["snapshots"]["bad"]
-                            and not kills["exited_by_themselves"]
-                            and check.ok and size <= MAX_SIZE_RATIO * fresh)
+    result["passed"] = bool(
+        verdict.lost == []
+        and failed_reads == 0
+        and not result["snapshots"]["bad"]
+        and not kills["exited_by_themselves"]
+        and check.ok
+        and size <= MAX_SIZE_RATIO * fresh
+    )
     (root / "report.json").write_text(json.dumps(result, indent=2, default=str))
     print_report(result)
     return 0 if result["passed"] else 1
@@ -292,20 +343,30 @@ def print_report(r: dict) -> None:
     w, reads, snaps, final = r["writes"], r["reads"], r["snapshots"], r["final"]
     requests = sum(x["requests"] for x in reads.values())
     print(f"\nsoak: {r['minutes']:g} min, {r['machine']}")
-    print(f"  kills: server {r['kills']['server']}, writer {r['kills']['writer']}; processes that exited by "
-          f"themselves: {r['kills']['exited_by_themselves'] or 'none'}")
+    print(
+        f"  kills: server {r['kills']['server']}, writer {r['kills']['writer']}; processes that exited by "
+        f"themselves: {r['kills']['exited_by_themselves'] or 'none'}"
+    )
     per_role = ", ".join(f"{name} {x['requests']:,}" for name, x in reads.items())
-    print(f"  reads: {requests:,} ({per_role}); "
-          f"failed {sum(x['failed'] for x in reads.values())}, of which cut by a kill "
-          f"{sum(x['cut_by_a_kill'] for x in reads.values())}, unexplained "
-          f"{sum(x['failed_unexplained'] for x in reads.values())}")
-    print(f"  writes: {w['writes']:,} asked, {w['acknowledged']:,} acknowledged ({w['acknowledged_docs']:,} document "
-          f"changes), {w['uncertain']} cut by a kill; ids {w['ids']:,}, found as acknowledged {w['found']:,}, "
-          f"lost {w['lost']}")
-    print(f"  snapshots: {snaps['taken']} taken, {snaps['checked_ok']} opened at their generation with matching "
-          f"counts and clean checks, {len(snaps['not_taken'])} not taken (server killed), {len(snaps['bad'])} bad")
-    print(f"  final: {final['documents']:,} documents, check {'ok' if final['check_ok'] else 'FAILED'}, "
-          f"{final['bytes']:,} bytes vs fresh build {final['fresh_bytes']:,} = {final['size_ratio']:.3f}x")
+    print(
+        f"  reads: {requests:,} ({per_role}); "
+        f"failed {sum(x['failed'] for x in reads.values())}, of which cut by a kill "
+        f"{sum(x['cut_by_a_kill'] for x in reads.values())}, unexplained "
+        f"{sum(x['failed_unexplained'] for x in reads.values())}"
+    )
+    print(
+        f"  writes: {w['writes']:,} asked, {w['acknowledged']:,} acknowledged ({w['acknowledged_docs']:,} document "
+        f"changes), {w['uncertain']} cut by a kill; ids {w['ids']:,}, found as acknowledged {w['found']:,}, "
+        f"lost {w['lost']}"
+    )
+    print(
+        f"  snapshots: {snaps['taken']} taken, {snaps['checked_ok']} opened at their generation with matching "
+        f"counts and clean checks, {len(snaps['not_taken'])} not taken (server killed), {len(snaps['bad'])} bad"
+    )
+    print(
+        f"  final: {final['documents']:,} documents, check {'ok' if final['check_ok'] else 'FAILED'}, "
+        f"{final['bytes']:,} bytes vs fresh build {final['fresh_bytes']:,} = {final['size_ratio']:.3f}x"
+    )
     print(f"  {'PASSED' if r['passed'] else 'FAILED'}")
 
 

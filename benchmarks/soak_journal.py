@@ -61,9 +61,16 @@ class Verdict:
     lost: list[dict] = field(default_factory=list)  # ids whose stored state no journal allows
 
     def to_dict(self) -> dict:
-        return {"writes": self.writes, "acknowledged": self.acknowledged,
-                "acknowledged_docs": self.acknowledged_docs, "uncertain": self.uncertain, "ids": self.ids,
-                "found": self.found, "lost": len(self.lost), "lost_examples": self.lost[:10]}
+        return {
+            "writes": self.writes,
+            "acknowledged": self.acknowledged,
+            "acknowledged_docs": self.acknowledged_docs,
+            "uncertain": self.uncertain,
+            "ids": self.ids,
+            "found": self.found,
+            "lost": len(self.lost),
+            "lost_examples": self.lost[:10],
+        }
 
 
 def allowed_states(events: Iterable[dict]) -> tuple[dict[str, set], Verdict]:

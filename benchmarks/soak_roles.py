@@ -27,8 +27,10 @@ from benchmarks.soak_journal import Journal, read_events
 
 STOP = "STOP"
 ID_SPACE = 4_000  # ids per writer
-WORDS = ("river delta sediment protein enzyme membrane quantum lattice archive treaty harvest glacier "
-         "migration vaccine orbit turbine ledger canal monsoon fossil reactor pigment cipher parish").split()
+WORDS = (
+    "river delta sediment protein enzyme membrane quantum lattice archive treaty harvest glacier "
+    "migration vaccine orbit turbine ledger canal monsoon fossil reactor pigment cipher parish"
+).split()
 
 
 def sentences(source: Path | None, limit: int = 5_000) -> list[str]:
@@ -50,8 +52,12 @@ def sentences(source: Path | None, limit: int = 5_000) -> list[str]:
 def document(doc_id: str, version: int, rng: random.Random, pool: list[str]) -> dict:
     """A document of 1-6 real sentences whose text and metadata carry ``version``."""
     text = " ".join(rng.choice(pool) for _ in range(rng.randint(1, 6)))
-    return {"id": doc_id, "title": f"{doc_id} v{version}", "text": f"{text} (revision {version})",
-            "metadata": {"v": version, "writer": doc_id[0]}}
+    return {
+        "id": doc_id,
+        "title": f"{doc_id} v{version}",
+        "text": f"{text} (revision {version})",
+        "metadata": {"v": version, "writer": doc_id[0]},
+    }
 
 
 class WriterState:
@@ -121,8 +127,12 @@ def call(base: str, key: str, method: str, path: str, body=None, timeout: float 
     """``(status, JSON)`` of one request; raises ``OSError`` when the connection fails, also when it is
     cut while the answer is read (a killed server leaves ``http.client.IncompleteRead``)."""
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+    request = urllib.request.Request(
+        base + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return answer.status, json.loads(answer.read() or b"null")
@@ -174,11 +184,18 @@ def run_searcher(args) -> None:
         query = " ".join(words[: rng.randint(2, 8)])
         started = time.time()
         try:
-            status, body = call(args.base, args.key, "POST", "/search",
-                                {"query": query, "k": 10, "mode": rng.choice(["hybrid", "dense", "bm25"])})
+            status, body = call(
+                args.base,
+                args.key,
+                "POST",
+                "/search",
+                {"query": query, "k": 10, "mode": rng.choice(["hybrid", "dense", "bm25"])},
+            )
             ok = status == 200 and isinstance(body, dict) and isinstance(body.get("hits"), list)
-            log.write({"t": started, "end": time.time(), "ok": ok} | ({} if ok else {"status": status,
-                                                                                   "detail": str(body)[:200]}))
+            log.write(
+                {"t": started, "end": time.time(), "ok": ok}
+                | ({} if ok else {"status": status, "detail": str(body)[:200]})
+            )
         except OSError as exc:
             log.write({"t": started, "end": time.time(), "ok": False, "error": type(exc).__name__})
             time.sleep(0.2)
@@ -198,7 +215,9 @@ def run_reader(args) -> None:
                 hits = col.search(" ".join(words[: rng.randint(2, 8)]), k=10)
                 log.write({"t": started, "end": time.time(), "ok": all(h.id[0] in "ph" for h in hits)})
             except Exception as exc:  # noqa: BLE001 - every failure is counted, whatever it is
-                log.write({"t": started, "end": time.time(), "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]})
+                log.write(
+                    {"t": started, "end": time.time(), "ok": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
+                )
             time.sleep(0.05)
 
 

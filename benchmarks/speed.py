@@ -1,6 +1,6 @@
 """Speed of semsearch as ratios to the stock stack measured in the same run.
 
-    .venv/bin/python -m benchmarks.speed [--quick] [--datasets DIR] [--out FILE]
+    .venv/bin/python -m benchmarks.speed [--quick] [--datasets DIR] [--out FILE] [--no-record] [--page FILE]
 
 The stock stack is what a user would write by hand: sentence-transformers'
 ``encode`` (torch fp32) and a FAISS flat inner-product index; txtai is
@@ -24,8 +24,12 @@ loads every runtime into this process (a searching process holds one).
 
 The CPU model and its relevant flags head the table: figures from different
 CPUs are not comparable, and a machine shared with other work distorts them
-(the load average is printed). Writes ``runs/bench/speed.json``. ``--quick``
-uses fewer passages, queries and documents (a smoke run, not a measurement).
+(the load average is printed). Writes ``runs/bench/speed.json``, and the
+table into docs/benchmarks.md ("Speed against the stock stack",
+``benchmarks.results_page``: a run's rows replace those of the last run of
+the same command). ``--quick`` uses fewer passages, queries and documents (a
+smoke run, not a measurement, never written into the page); ``--no-record``
+leaves the page alone.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import warnings
 from pathlib import Path
 from typing import Callable
 
+from benchmarks import results_page
 from benchmarks.latency import BENCH, DEFAULT_DATASETS, REPO, build, load_jsonl, served
 
 #: What the issue asks of each figure (ratio to stock, or an absolute bound).
@@ -60,6 +65,12 @@ TARGETS = {
 
 #: Queries each stack answers before its timings (steady state: loaded, compiled and cached).
 WARM_UP_QUERIES = 10
+
+#: The table of docs/benchmarks.md a run writes (its printed table's columns, then the usual three); a run
+#: replaces every row of the last run of the same command.
+TABLE = "Speed against the stock stack"
+COLUMNS = ("figure", "value", "vs stock", "detail", "note", "command", "machine", "date")
+KEYS = ("command",)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -126,9 +137,16 @@ def passages_bench(texts: list[str], report: dict) -> list[tuple]:
     chosen = report["passages"]["backends"].get(auto.backend, {}).get("tokens_per_s")
     report["passages"]["auto"] = auto.info()
     bar = 1.8 if has_bf16() else 1.0
-    rows.append((f"passages: auto -> {auto.backend}", f"{chosen or 0:,.0f} tok/s",
-                 f"{(chosen or 0) / stock_rate:.2f}x", "", f"target >= {bar}x"
-                 + ("" if has_bf16() else " (no BF16 on this CPU: the 1.8x bar applies where it has BF16)")))
+    rows.append(
+        (
+            f"passages: auto -> {auto.backend}",
+            f"{chosen or 0:,.0f} tok/s",
+            f"{(chosen or 0) / stock_rate:.2f}x",
+            "",
+            f"target >= {bar}x"
+            + ("" if has_bf16() else " (no BF16 on this CPU: the 1.8x bar applies where it has BF16)"),
+        )
+    )
     return rows
 
 
@@ -146,8 +164,10 @@ def query_encode_bench(queries: list[str], report: dict) -> list[tuple]:
     )
     stock_s, ours_s = statistics.median(times["stock"]), statistics.median(times["ours"])
     report["query_encode"] = {"stock_p50_s": stock_s, "p50_s": ours_s, "backend": ours.query_backend}
-    return [("one query encode p50: stock", ms(stock_s), "1.00x", "", ""),
-            (f"one query encode p50: {ours.query_backend}", ms(ours_s), f"{ours_s / stock_s:.2f}x", "", "")]
+    return [
+        ("one query encode p50: stock", ms(stock_s), "1.00x", "", ""),
+        (f"one query encode p50: {ours.query_backend}", ms(ours_s), f"{ours_s / stock_s:.2f}x", "", ""),
+    ]
 
 
 def search_times(collection, queries: list[str], mode: str) -> list[float]:
@@ -192,7 +212,7 @@ def interleaved_times(
     names = list(searchers)
     times: dict[str, list[float]] = {name: [] for name in names}
     for turn, start in enumerate(range(0, len(queries), block)):
-        for name in names[turn % len(names):] + names[: turn % len(names)]:
+        for name in names[turn % len(names) :] + names[: turn % len(names)]:
             for query in queries[start : start + block]:
                 started = time.perf_counter()
                 searchers[name](query)
@@ -223,47 +243,85 @@ def search_bench(path: Path, docs: list[dict], queries: list[str], report: dict)
     rows = []
     with Collection.open(path) as collection:
         chunks = collection.info()["chunks"]
-        searchers = {"stock": stock_searcher(chunks)} | {  # ids and passages, as the stock stack returns
-            mode: functools.partial(collection.search, k=10, mode=mode, evidence="none")
-            for mode in ("dense", "hybrid", "bm25")
-        } | {"hybrid + evidence": functools.partial(collection.search, k=10)}  # the default: evidence "terms"
+        searchers = (
+            {"stock": stock_searcher(chunks)}
+            | {  # ids and passages, as the stock stack returns
+                mode: functools.partial(collection.search, k=10, mode=mode, evidence="none")
+                for mode in ("dense", "hybrid", "bm25")
+            }
+            | {"hybrid + evidence": functools.partial(collection.search, k=10)}
+        )  # the default: evidence "terms"
         times = interleaved_times(searchers, queries)
         stock_p50 = statistics.median(times["stock"])
-        report["search"] = {"chunks": chunks, "interleaved": True,
-                            "stock_dense": {"p50_s": stock_p50, "p99_s": percentile(times["stock"], 0.99)}}
-        rows.append((f"search p50/p99: stock dense ({chunks:,} vectors)",
-                     f"{ms(stock_p50)} / {ms(percentile(times['stock'], 0.99))}", "1.00x", "", ""))
+        report["search"] = {
+            "chunks": chunks,
+            "interleaved": True,
+            "stock_dense": {"p50_s": stock_p50, "p99_s": percentile(times["stock"], 0.99)},
+        }
+        rows.append(
+            (
+                f"search p50/p99: stock dense ({chunks:,} vectors)",
+                f"{ms(stock_p50)} / {ms(percentile(times['stock'], 0.99))}",
+                "1.00x",
+                "",
+                "",
+            )
+        )
         for mode in ("dense", "hybrid", "bm25", "hybrid + evidence"):
             p50 = statistics.median(times[mode])
             report["search"][mode] = {"p50_s": p50, "p99_s": percentile(times[mode], 0.99)}
-            rows.append((f"search p50/p99: {mode}", f"{ms(p50)} / {ms(percentile(times[mode], 0.99))}",
-                         f"{p50 / stock_p50:.2f}x", "", f"target {TARGETS[mode]}" if mode in TARGETS else ""))
-        for hybrid in (False, True):
-            label = f"search p50: txtai {'hybrid' if hybrid else 'dense'}"
-            try:
-                times = txtai_search_times(docs, queries, hybrid)
-            except Exception as exc:  # noqa: BLE001 - a failing comparison must not end the run
-                rows.append((label, "failed", "", "", f"{type(exc).__name__}: {exc}"[:120]))
-                continue
-            if times is None:
-                rows.append((label, "not installed", "", "", ""))
-                break
-            p50 = statistics.median(times)
-            report["search"][f"txtai_{'hybrid' if hybrid else 'dense'}"] = {"p50_s": p50}
-            rows.append((label, ms(p50), f"{p50 / stock_p50:.2f}x", "", ""))
-        idle = report["search"]["dense"]["p50_s"]
-        burner = multiprocessing.get_context("spawn").Process(target=_burn, args=(time.time() + 600,), daemon=True)
-        burner.start()
-        try:
-            time.sleep(0.5)
-            loaded = statistics.median(search_times(collection, queries, "dense"))
-        finally:
-            burner.terminate()
-            burner.join()
-        report["search"]["dense_under_load_p50_s"] = loaded
-        rows.append(("search p50: dense, one CPU-bound process beside", ms(loaded), f"{loaded / idle:.2f}x idle", "",
-                     f"target {TARGETS['load']}"))
+            rows.append(
+                (
+                    f"search p50/p99: {mode}",
+                    f"{ms(p50)} / {ms(percentile(times[mode], 0.99))}",
+                    f"{p50 / stock_p50:.2f}x",
+                    "",
+                    f"target {TARGETS[mode]}" if mode in TARGETS else "",
+                )
+            )
+        rows += txtai_rows(docs, queries, stock_p50, report)
+        rows.append(under_load_row(collection, queries, report))
     return rows
+
+
+def txtai_rows(docs: list[dict], queries: list[str], stock_p50: float, report: dict) -> list[tuple]:
+    """txtai's dense and hybrid search p50 on the same documents, as ratios to the stock stack's."""
+    rows = []
+    for hybrid in (False, True):
+        label = f"search p50: txtai {'hybrid' if hybrid else 'dense'}"
+        try:
+            times = txtai_search_times(docs, queries, hybrid)
+        except Exception as exc:  # noqa: BLE001 - a failing comparison must not end the run
+            rows.append((label, "failed", "", "", f"{type(exc).__name__}: {exc}"[:120]))
+            continue
+        if times is None:
+            rows.append((label, "not installed", "", "", ""))
+            break
+        p50 = statistics.median(times)
+        report["search"][f"txtai_{'hybrid' if hybrid else 'dense'}"] = {"p50_s": p50}
+        rows.append((label, ms(p50), f"{p50 / stock_p50:.2f}x", "", ""))
+    return rows
+
+
+def under_load_row(collection, queries: list[str], report: dict) -> tuple:
+    """Dense search p50 while one CPU-bound process runs beside, as a ratio to the idle p50."""
+    idle = report["search"]["dense"]["p50_s"]
+    burner = multiprocessing.get_context("spawn").Process(target=_burn, args=(time.time() + 600,), daemon=True)
+    burner.start()
+    try:
+        time.sleep(0.5)
+        loaded = statistics.median(search_times(collection, queries, "dense"))
+    finally:
+        burner.terminate()
+        burner.join()
+    report["search"]["dense_under_load_p50_s"] = loaded
+    return (
+        "search p50: dense, one CPU-bound process beside",
+        ms(loaded),
+        f"{loaded / idle:.2f}x idle",
+        "",
+        f"target {TARGETS['load']}",
+    )
 
 
 #: Runs the CLI's search and prints its own peak memory: a child's rusage would also count
@@ -282,16 +340,34 @@ def cli_bench(path: Path, report: dict, runs: int) -> list[tuple]:
     walls = []
     for i in range(runs):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "app.cli", "search", f"protein structure {i}", "-c", str(path)],
-                       cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "app.cli", "search", f"protein structure {i}", "-c", str(path)],
+            cwd=REPO,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         walls.append(time.perf_counter() - started)
-    probe = subprocess.run([sys.executable, "-c", _PEAK_PROBE, "search", "protein structure", "-c", str(path)],
-                           cwd=REPO, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", _PEAK_PROBE, "search", "protein structure", "-c", str(path)],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak_mb = int(probe.stderr.strip().splitlines()[-1])
     wall = statistics.median(walls)
     report["cli"] = {"wall_s": wall, "peak_mb": peak_mb, "runs": runs}
-    return [("semsearch search (shell, whole process)", f"{wall:.2f} s wall", "", f"peak {peak_mb} MB",
-             f"target {TARGETS['cli']}")]
+    return [
+        (
+            "semsearch search (shell, whole process)",
+            f"{wall:.2f} s wall",
+            "",
+            f"peak {peak_mb} MB",
+            f"target {TARGETS['cli']}",
+        )
+    ]
 
 
 def serve_bench(path: Path, queries: list[str], report: dict, requests: int, workers: int = 1) -> list[tuple]:
@@ -329,9 +405,20 @@ def serve_bench(path: Path, queries: list[str], report: dict, requests: int, wor
                 thread.join()
             rate = len(latencies) / (time.perf_counter() - started)
             p99 = percentile(latencies, 0.99)
-            report["serve"][f"{concurrency}{served_as}"] = {"requests_per_s": rate, "p99_s": p99, "requests": len(latencies)}
-            rows.append((f"POST /search, concurrency {concurrency} (hybrid{served_as})", f"{rate:.0f} req/s", "",
-                         f"p99 {ms(p99)}", f"target {TARGETS['serve8']}" if concurrency == 8 else ""))
+            report["serve"][f"{concurrency}{served_as}"] = {
+                "requests_per_s": rate,
+                "p99_s": p99,
+                "requests": len(latencies),
+            }
+            rows.append(
+                (
+                    f"POST /search, concurrency {concurrency} (hybrid{served_as})",
+                    f"{rate:.0f} req/s",
+                    "",
+                    f"p99 {ms(p99)}",
+                    f"target {TARGETS['serve8']}" if concurrency == 8 else "",
+                )
+            )
     return rows
 
 
@@ -340,7 +427,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", type=Path, default=DEFAULT_DATASETS)
     parser.add_argument("--quick", action="store_true", help="a smoke run: few passages, queries and documents")
     parser.add_argument("--out", type=Path, default=BENCH / "speed.json")
+    results_page.add_options(parser)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.no_record = args.no_record or args.quick  # a smoke run's figures are no measurement
+    results_page.check(args, TABLE, COLUMNS)
     warnings.filterwarnings("ignore", category=UserWarning)  # passages over the window are cut, as in stock
     scifact = args.datasets / "scifact"
     if not (scifact / "corpus.jsonl").exists():
@@ -358,8 +449,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report: dict = {"machine": machine(), "quick": args.quick}
     m = report["machine"]
-    print(f"CPU: {describe_cpu(m)}; "
-          f"BF16 {'yes' if m['bf16'] else 'no'}; load average {m['load_average']:.1f} at start")
+    print(f"CPU: {describe_cpu(m)}; BF16 {'yes' if m['bf16'] else 'no'}; load average {m['load_average']:.1f} at start")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v))
     path = BENCH / ("scifact-speed-quick" if args.quick else "scifact-speed")
     build(path, docs)
@@ -379,8 +469,18 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(f"{str(cell):<{w}}" for cell, w in zip(row, widths)) + f"  {row[4]}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str), encoding="utf-8")
-    print(f"\n{'QUICK smoke run: too few samples to judge the targets. ' if args.quick else ''}"
-          f"Load average {report['load_average_end']:.1f} at the end on {m['cores']} cores; written to {args.out}")
+    print(
+        f"\n{'QUICK smoke run: too few samples to judge the targets. ' if args.quick else ''}"
+        f"Load average {report['load_average_end']:.1f} at the end on {m['cores']} cores; written to {args.out}"
+    )
+    results_page.record(
+        args,
+        TABLE,
+        COLUMNS,
+        KEYS,
+        [dict(zip(COLUMNS, map(str, row))) for row in rows],
+        command=results_page.command_line("benchmarks.speed", argv),
+    )
     return 0
 
 

@@ -80,8 +80,9 @@ def evaluate(
     with open_collection(dataset, collection_dir, model, progress) as collection:
         index_paths(collection, [dataset.root], prune=True, progress=progress)
         with _with_codes(collection, index_codes) as searched:
-            run = search_queries(searched, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress,
-                                 feedback=feedback)
+            run = search_queries(
+                searched, dataset, mode=mode, fusion=fusion, alpha=alpha, progress=progress, feedback=feedback
+            )
         model_name = collection.model["name"]
         encoder = collection.embedder.info()
     scores = evaluate_run(run, dataset.qrels)
@@ -141,7 +142,13 @@ def open_collection(
 
 
 def search_queries(
-    collection: Collection, dataset: BeirDataset, *, mode: str, fusion: str, alpha: float, progress: bool,
+    collection: Collection,
+    dataset: BeirDataset,
+    *,
+    mode: str,
+    fusion: str,
+    alpha: float,
+    progress: bool,
     feedback: bool = True,
 ) -> Run:
     """The top ``DEPTH`` document ids of every query of ``dataset``, best first.
@@ -154,8 +161,9 @@ def search_queries(
         run = run_queries(
             lambda text: [
                 hit.id
-                for hit in collection.search(text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha, evidence="none",
-                                             feedback=feedback)
+                for hit in collection.search(
+                    text, k=DEPTH, mode=mode, fusion=fusion, alpha=alpha, evidence="none", feedback=feedback
+                )
             ],
             dataset.queries,
             progress=progress,

@@ -10,12 +10,13 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from tqdm.auto import tqdm
 
 from indexer.batches import DEFAULT_BATCH_DOCS, MAX_BATCH_CHARS, BatchWriter
 from indexer.loaders import DEFAULT_MAX_BYTES, FieldMap, LoadError, load_path, shown_path
+from indexer.loaders.ocr import OcrProgress, set_ocr_progress
 from indexer.runs import IndexReport, Sightings, walk_targets
 from retriever import Collection, WriteReport
 from retriever.documents import Document
@@ -46,7 +47,8 @@ def index_paths(
     Args:
         paths: Files or directories; a directory holding ``corpus.jsonl`` is a
             BEIR corpus.
-        include: Glob patterns a file must match (default: every supported file).
+        include: Glob patterns a file must match (default: every file; what
+            each one is decides how it is read, see ``indexer.loaders.load_path``).
         exclude: Glob patterns that leave a file out.
         fields: Record fields holding id, title and text in JSONL/CSV.
         prune: Remove documents whose source lies under ``paths`` but was not
@@ -55,7 +57,14 @@ def index_paths(
         batch_docs: Most documents per atomic commit (default 128; a batch
             also holds at most ``MAX_BATCH_CHARS`` of text, unless one
             document alone is longer: see ``indexer.batches``).
-        max_bytes: Files larger than this are skipped (default 50 MB).
+        max_bytes: Single-document files (and archive members) larger than
+            this are skipped (default 50 MB).
+
+    Returns:
+        The run's report: what was written, what failed (``skipped``) and what
+        was passed over for what it is (``not_read``: hidden names, formats
+        nothing here reads, empty files), the last two grouped by type and
+        reason in ``summary()`` and ``to_dict()``.
         progress: Show a progress bar on stderr.
         engine: ``"local"`` (default: this process) or ``"ray"`` (Ray Data and an
             actor pool, see ``indexer.ray_job``; needs ``pip install 'semsearch[ray]'``).
@@ -66,8 +75,15 @@ def index_paths(
     """
     if engine not in ENGINES:
         raise BadInputError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    options = dict(include=include, exclude=exclude, fields=fields, prune=prune, batch_docs=batch_docs,
-                   max_bytes=max_bytes, progress=progress)  # fmt: skip
+    options = dict(
+        include=include,
+        exclude=exclude,
+        fields=fields,
+        prune=prune,
+        batch_docs=batch_docs,
+        max_bytes=max_bytes,
+        progress=progress,
+    )
     if engine == "ray":
         from indexer.ray_job import index_paths_ray  # Ray is an optional extra
 
@@ -97,13 +113,14 @@ def _index_here(
     targets = walk_targets(roots, include, exclude, report, sightings)
     bar = tqdm(unit="doc", desc="indexing", disable=not progress, file=sys.stderr, dynamic_ncols=True)
     batch = _upserts(collection, report, bar, batch_docs)
+    previous_hook = set_ocr_progress(_ocr_postfix(bar) if progress else None)
     try:
         for _root, path in targets:
             report.files += 1
             bar.set_postfix(file=f"{report.files}/{len(targets)}", refresh=False)
             for item in _read(path, fields, max_bytes, sightings):
                 if isinstance(item, LoadError):
-                    report.skipped.append(item)
+                    report.add_error(item)
                     bar.update(1)
                 else:
                     batch.add(item)
@@ -111,9 +128,19 @@ def _index_here(
         if prune:
             report.written.merge(sightings.prune(collection, roots))
     finally:
+        set_ocr_progress(previous_hook)
         bar.close()
         report.seconds = time.perf_counter() - started
     return report
+
+
+def _ocr_postfix(bar: tqdm) -> Callable[[OcrProgress], None]:
+    """A hook showing a scan's OCR progress (pages done of its total, pages per second) on the run's bar."""
+
+    def show(step: OcrProgress) -> None:
+        bar.set_postfix(ocr=f"{step.done}/{step.total} pages, {step.pages_per_second:.1f}/s", refresh=True)
+
+    return show
 
 
 def _read(path: Path, fields: FieldMap, max_bytes: int, sightings: Sightings) -> Iterator[Document | LoadError]:

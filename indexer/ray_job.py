@@ -55,9 +55,12 @@ MAX_READ_BLOCKS = 1000  # blocks of input paths: the parallelism of reading and 
 # the file SEMSEARCH_CATALOG_PASSWORD_FILE names, or from SEMSEARCH_CATALOG_PASSWORD in its own
 # environment (which a local Ray's workers inherit from this process).
 FORWARDED_ENV = (
-    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "SEMSEARCH_BACKEND",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+    "SEMSEARCH_BACKEND",
     "SEMSEARCH_CATALOG_PASSWORD_FILE",
-)  # fmt: skip
+)
 
 
 def index_paths_ray(
@@ -121,9 +124,14 @@ def index_paths_ray(
 
 
 def _pipeline(
-    collection: Collection, targets: list[Path], fields: FieldMap, max_bytes: int,
-    batch_docs: int, workers: int, threads: int | None,
-) -> "ray.data.Dataset":  # fmt: skip
+    collection: Collection,
+    targets: list[Path],
+    fields: FieldMap,
+    max_bytes: int,
+    batch_docs: int,
+    workers: int,
+    threads: int | None,
+) -> "ray.data.Dataset":
     """The Ray Dataset of result rows, in the order of the inputs."""
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # the driver sees rows in walk order, as the local job
@@ -141,11 +149,7 @@ def _pipeline(
     ds = ds.repartition(target_num_rows_per_block=worker_batch)  # streaming: one input still feeds every actor
     return ds.map_batches(
         StageWorker,
-        fn_constructor_kwargs={
-            "root": str(Path(collection.root).resolve()),
-            "owner": this_owner(),
-            "threads": threads,
-        },
+        fn_constructor_kwargs={"root": str(Path(collection.root).resolve()), "owner": this_owner(), "threads": threads},
         batch_size=worker_batch,
         batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=workers),

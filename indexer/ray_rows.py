@@ -20,11 +20,18 @@ from retriever.documents import Document
 
 ROW_SCHEMA = pa.schema(
     [
-        ("kind", pa.string()), ("id", pa.string()), ("title", pa.string()), ("text", pa.string()),
-        ("metadata", pa.string()), ("source", pa.string()), ("reason", pa.string()),
-        ("file", pa.int64()), ("folder", pa.string()), ("folder_docs", pa.int64()),
+        ("kind", pa.string()),
+        ("id", pa.string()),
+        ("title", pa.string()),
+        ("text", pa.string()),
+        ("metadata", pa.string()),
+        ("source", pa.string()),
+        ("reason", pa.string()),
+        ("file", pa.int64()),
+        ("folder", pa.string()),
+        ("folder_docs", pa.int64()),
     ]
-)  # fmt: skip
+)
 
 
 def new_row(kind: str, file: int, source: str, **values: Any) -> dict[str, Any]:

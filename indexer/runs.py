@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from indexer.loaders import LoadError, walk
+from indexer.loaders import LoadError, shown_path, walk
+from indexer.loaders.common import MEMBER_SEPARATOR, real_path
+from indexer.loaders.load import unread_file_reason
+from indexer.loaders.report import group_errors
 from retriever import Collection, WriteReport
 
 
@@ -23,13 +26,17 @@ class IndexReport:
     Attributes:
         files: Files (or BEIR corpora) read.
         written: Added, updated, unchanged and deleted ids, and chunks embedded.
-        skipped: Files, records or documents left out, each with its reason.
+        skipped: Files, members, records or documents that failed, each with its reason.
+        not_read: Files (and archive members) passed over for what they are,
+            each with its reason: hidden names, formats nothing here reads,
+            empty files. No fault of theirs: they do not make a run fail.
         seconds: Wall time of the run.
     """
 
     files: int = 0
     written: WriteReport = field(default_factory=WriteReport)
     skipped: list[LoadError] = field(default_factory=list)
+    not_read: list[LoadError] = field(default_factory=list)
     seconds: float = 0.0
 
     @property
@@ -37,7 +44,8 @@ class IndexReport:
         return len(self.written.added) + len(self.written.updated)
 
     def summary(self) -> str:
-        """A human summary: counts, speed, then one line per skipped item."""
+        """A human summary: counts, speed, then what was skipped and what was not read, grouped by type and reason
+        (``indexer.loaders.report``)."""
         w = self.written
         rate = self.indexed / self.seconds if self.seconds > 0 else 0.0
         lines = [
@@ -46,11 +54,15 @@ class IndexReport:
             f"{w.chunks} chunk(s) embedded in {self.seconds:.1f} s ({rate:.1f} docs/s)"
         ]
         if self.skipped:
-            lines.append(f"skipped {len(self.skipped)}:")
-            lines += [f"  {error.source}: {error.reason}" for error in self.skipped]
+            lines.append(f"skipped {len(self.skipped):,}:")
+            lines += [f"  {group.line()}" for group in group_errors(self.skipped)]
+        if self.not_read:
+            lines.append(f"not read {len(self.not_read):,} (passed over for what they are):")
+            lines += [f"  {group.line()}" for group in group_errors(self.not_read)]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The ``--json`` report: counts, every skipped item, and both lists grouped by type and reason."""
         w = self.written
         return {
             "files": self.files,
@@ -61,7 +73,13 @@ class IndexReport:
             "chunks": w.chunks,
             "seconds": round(self.seconds, 3),
             "skipped": [{"source": e.source, "reason": e.reason} for e in self.skipped],
+            "skipped_by_type": [group.to_dict() for group in group_errors(self.skipped)],
+            "not_read": [group.to_dict() for group in group_errors(self.not_read)],
         }
+
+    def add_error(self, error: LoadError) -> None:
+        """Put ``error`` in ``not_read`` when it says the file was passed over for what it is, else in ``skipped``."""
+        (self.not_read if error.unread else self.skipped).append(error)
 
 
 @dataclass
@@ -104,9 +122,12 @@ class Sightings:
 
 
 def prune(
-    collection: Collection, roots: Iterable[Path], seen: dict[str, str], failed_sources: set[str],
+    collection: Collection,
+    roots: Iterable[Path],
+    seen: dict[str, str],
+    failed_sources: set[str],
     failed_folders: Iterable[str] = (),
-) -> WriteReport:  # fmt: skip
+) -> WriteReport:
     """Delete documents from under ``roots`` that a run did not see.
 
     Args:
@@ -125,22 +146,48 @@ def prune(
         root = root.resolve()
         prefix = str(root) + ("/" if root.is_dir() else "")
         for doc_id, source in collection.catalog.ids_by_source(prefix).items():
-            if root.is_file() and source != str(root):
+            containers = _containers(source)  # the source, and the archives it is inside
+            if root.is_file() and containers[0] != str(root):
                 continue
-            if doc_id not in seen and source not in failed_sources and not source.startswith(spared):
+            if doc_id not in seen and failed_sources.isdisjoint(containers) and not source.startswith(spared):
                 gone.append(doc_id)
     return collection.delete(gone) if gone else WriteReport()
 
 
+def _containers(source: str) -> list[str]:
+    """``source`` and each archive it lies in, outermost first: ``a.zip::b.tar::c`` -> ``a.zip``, ``a.zip::b.tar``,
+    ``a.zip::b.tar::c`` (an archive that failed spares what it held)."""
+    parts = source.split(MEMBER_SEPARATOR)
+    return [MEMBER_SEPARATOR.join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def walk_targets(
     roots: Sequence[Path], include: Sequence[str], exclude: Sequence[str], report: IndexReport, sightings: Sightings
-) -> list[tuple[Path, Path]]:  # fmt: skip
-    """``walk``'s ``(root, path)`` pairs; what it left out goes to ``report.skipped`` and is spared by ``prune``."""
+) -> list[tuple[Path, Path]]:
+    """``walk``'s ``(root, path)`` pairs to read; what it left out goes to ``report`` and is spared by ``prune``.
+
+    What the walk could not read goes to ``report.skipped``; hidden names, and
+    files found in a folder that ``load_path`` would pass over for what they
+    are (``unread_file_reason``), go to ``report.not_read``, unread. A root
+    named by the caller is always read, so that what it is is reported by
+    ``load_path``.
+    """
     skipped: list[LoadError] = []
-    targets = list(walk(roots, include, exclude, skipped))
+    unread: list[LoadError] = []
+    pairs = list(walk(roots, include, exclude, skipped, unread))
     report.skipped.extend(skipped)
     for error in skipped:
         sightings.walk_failed(error)
+    targets = []
+    for root, path in pairs:
+        reason = None if path == root or path.is_dir() else unread_file_reason(path)
+        if reason is None:
+            targets.append((root, path))
+        else:
+            unread.append(LoadError(shown_path(real_path(path)), reason, unread=True))
+    report.not_read.extend(unread)
+    for error in unread:
+        sightings.load_failed(error)
     return targets
 
 

@@ -74,8 +74,11 @@ def _public_api(module) -> list[tuple[str, object]]:
     if hasattr(module, "__all__"):
         return [(name, getattr(module, name)) for name in sorted(module.__all__) if hasattr(module, name)]
     accelerator = "_" + module.__name__.rsplit(".", 1)[-1]
-    return [(name, obj) for name, obj in sorted(vars(module).items())
-            if not name.startswith("_") and getattr(obj, "__module__", None) in (module.__name__, accelerator)]
+    return [
+        (name, obj)
+        for name, obj in sorted(vars(module).items())
+        if not name.startswith("_") and getattr(obj, "__module__", None) in (module.__name__, accelerator)
+    ]
 
 
 class _Opaque:

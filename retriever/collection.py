@@ -3,7 +3,7 @@
 The facade users touch from Python::
 
     col = Collection.create("notes")                     # packaged MiniLM by default
-    col.upsert([{"id": "a", "text": "...", "metadata": {"lang": "en"}}])
+    col.upsert([{"id": "a", "text": "...", "metadata": {"year": 2024}}])   # its language detected: metadata lang
     hits = col.search("what was said about X", k=5, where={"lang": "en"})
     col.delete(["a"])
 
@@ -21,6 +21,7 @@ search; the verbs of other concerns are mixed in: writes
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
@@ -28,7 +29,7 @@ import numpy as np
 
 from retriever import validation
 from retriever.collection_info import collection_info, metadata_fields
-from retriever.collection_setup import chunker_for, new_manifest, write_empty_collection
+from retriever.collection_setup import chunker_for, language_settings, new_manifest, write_empty_collection
 from retriever.collection_tagging import Examples, TaggingVerbs
 from retriever.collection_upkeep import UpkeepVerbs
 from retriever.collection_writing import Vectors, WriteVerbs
@@ -41,6 +42,8 @@ from retriever.search import vector_index
 from retriever.search.bm25 import Analyzer
 from retriever.search.evidence import DEFAULT_EVIDENCE
 from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
+from retriever.search.languages import ENGLISH
+from retriever.search.multilingual import MultilingualAnalyzer
 from retriever.search.options import DEFAULT_MODE, SEARCH_MODES, SearchOptions, options_or_fields
 from retriever.search.searcher import Searcher
 from retriever.storage.catalog import Catalog
@@ -54,6 +57,9 @@ from retriever.tagging.applying import TagReport
 from retriever.tagging.on_commit import TagOnCommit
 
 __all__ = ["Collection", "WriteReport", "TagReport", "DEFAULT_MODE", "SearchOptions", "Vectors", "Examples"]
+
+#: How long ``get`` waits for a commit whose catalog rows it read to publish their generation.
+PUBLISH_WAIT_S = 2.0
 
 
 class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
@@ -74,7 +80,8 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         self.models = ModelsInForce(self.root, manifest)
         self._chunker: Chunker | None = None
         self.catalog = Catalog(manifest.catalog_location(self.root))
-        self.analyzer = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
+        english = Analyzer(manifest.bm25["stemmer"], manifest.bm25["stopwords"])
+        self.analyzer = MultilingualAnalyzer(english, manifest.bm25.get("languages"))  # none: English only
         self.index_policy = vector_index.IndexPolicy.from_dict(manifest.index.get("policy"))
         self.merge_policy = MergePolicy.from_dict(manifest.index.get("merge"))
         self.reader = GenerationReader(self.root, self.catalog)
@@ -84,9 +91,14 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         self.writer.on_commit = TagOnCommit(self.root, lambda: self.models.model_at(self.catalog.state().generation))
         self.timings = self.writer.timings  # what listens to it hears searches, commits and merges
         self.searcher = Searcher(
-            self.catalog, self.reader, self.analyzer, manifest.bm25, self.index_policy,
-            lambda texts, generation: self.models.embedder_at(generation).embed(texts), self.timings,
-        )  # fmt: skip
+            self.catalog,
+            self.reader,
+            self.analyzer,
+            manifest.bm25,
+            self.index_policy,
+            lambda texts, generation: self.models.embedder_at(generation).embed(texts),
+            self.timings,
+        )
         catalog_uuid = self.catalog.state().collection_uuid
         if catalog_uuid != manifest.uuid:
             raise CorruptCollectionError(
@@ -110,6 +122,8 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         index_policy: vector_index.IndexPolicy | None = None,
         merge_policy: MergePolicy | None = None,
         lock_timeout: float = 60.0,
+        language: str = ENGLISH,
+        detect_languages: bool = True,
     ) -> "Collection":
         """Create an empty collection directory.
 
@@ -128,6 +142,10 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
                 (default ``IndexPolicy()``: exact below 32,768 chunks, IVF above).
             merge_policy: When segments merge (default ``MergePolicy()``).
             lock_timeout: Seconds a write waits for another writer (-1: forever).
+            language: The default language of its documents (ISO 639-1, default ``"en"``): the
+                language of a document too short, or too unsure, to detect.
+            detect_languages: Detect each document's language (default True); without, a
+                document is in ``language`` unless its metadata's ``lang`` says otherwise.
 
         Returns:
             The new, empty collection.
@@ -138,11 +156,12 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
                 exceeds the model's.
         """
         validation.check_create_args(path, model, window_tokens, overlap_tokens, title_prefix, lock_timeout)
+        languages = language_settings(language, detect_languages)
         root = Path(path)
         prepare_directory(root)
         embedder = model if validation.is_embedder(model) else Embedder(model)
         chunker = chunker_for(embedder, window_tokens, overlap_tokens, title_prefix)
-        manifest = new_manifest(embedder, chunker, index_policy, merge_policy, catalog_url)
+        manifest = new_manifest(embedder, chunker, index_policy, merge_policy, catalog_url, languages)
         write_empty_collection(root, manifest)
         collection = cls(root, manifest, embedder, lock_timeout)
         collection._chunker = chunker
@@ -150,11 +169,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
 
     @classmethod
     def open(
-        cls,
-        path: str | os.PathLike,
-        model: str | os.PathLike | Embedder | None = None,
-        *,
-        lock_timeout: float = 60.0,
+        cls, path: str | os.PathLike, model: str | os.PathLike | Embedder | None = None, *, lock_timeout: float = 60.0
     ) -> "Collection":
         """Open an existing collection.
 
@@ -224,7 +239,6 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         """
         return self.models.embedder_at(self.reader.current().generation)
 
-
     @property
     def chunker(self) -> Chunker:
         """The ``Chunker`` with the collection's window, overlap and title settings."""
@@ -293,6 +307,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
             BadInputError: ``doc_id`` is not a UTF-8 string.
         """
         validation.check_id_arg(doc_id)
+        waited_until = time.monotonic() + PUBLISH_WAIT_S
         while True:
             row = self.catalog.lookup([doc_id]).get(doc_id)
             if row is None:
@@ -303,8 +318,11 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
                 part, doc_row = found
                 text = view.parts[part].segment.text(doc_row)
                 return Document(id=row.id, text=text, title=row.title, metadata=row.meta)
-            if self.reader.current() is view:  # deleted since the catalog was read
-                return None
+            if self.reader.current() is view:
+                again = self.catalog.lookup([doc_id]).get(doc_id)
+                if again is None or again.key != row.key or time.monotonic() > waited_until:
+                    return None  # deleted or replaced since the catalog was read; or never published
+                time.sleep(0.005)  # a commit published its catalog rows and is about to move HEAD
 
     def chunk_spans(self, doc_id: str) -> list[tuple[int, int]]:
         """Character spans ``[(start, end)]`` of a document's chunks, in order (empty if the id is unknown)."""
@@ -331,6 +349,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         exact: bool = False,
         evidence: str = DEFAULT_EVIDENCE,
         feedback: bool = True,
+        lang: str | None = None,
         options: SearchOptions | None = None,
     ) -> list[Hit]:
         """The ``k`` documents that best match ``query`` (or ``vector``).
@@ -359,6 +378,8 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
                 ``"semantic"`` (every sentence by the model: slower) or ``"none"``.
             feedback: For hybrid: search the dense side again with the query moved toward the
                 first fusion's top documents (pseudo-relevance feedback; default True).
+            lang: The query's language (ISO 639-1): BM25 reads it so, and so matches documents in that
+                language; default: read in each language the collection holds.
             options: All but ``query`` and ``vector`` as one ``SearchOptions`` (its keywords then left unset).
 
         Returns:
@@ -368,19 +389,30 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
 
         Raises:
             BadInputError: An argument is wrong (empty query, ``k`` out of
-                range, unknown mode or fusion, a vector of the wrong shape).
+                range, unknown mode, fusion or language, a vector of the wrong shape).
             FilterError: ``where`` is not a valid filter.
             DeadlineExceededError: Run under ``retriever.deadline`` and past it.
         """
         validation.check_query(query, vector is not None)
-        options = options_or_fields(options, k=k, where=where, mode=mode, fusion=fusion, alpha=alpha, exact=exact,
-                                    evidence=evidence, feedback=feedback).for_query(query)
+        options = options_or_fields(
+            options,
+            k=k,
+            where=where,
+            mode=mode,
+            fusion=fusion,
+            alpha=alpha,
+            exact=exact,
+            evidence=evidence,
+            feedback=feedback,
+            lang=lang,
+        ).for_query(query)
         if vector is not None:
             vector = validation.check_vectors(vector, 1, self.model["dim"], "query vector", single=True)
         return self.searcher.search(query, vector, options)
 
     def info(self) -> dict[str, Any]:
-        """Counts, model, index and catalog settings, segments, taggers, size on disk and last update."""
+        """Counts (documents per language too), model, index and catalog settings, segments, taggers, size on disk
+        and last update."""
         return collection_info(self)
 
     def metadata_fields(self) -> dict[str, list]:

@@ -13,6 +13,8 @@ from retriever.encoding.embedder import Embedder
 from retriever.errors import BadInputError
 from retriever.search import vector_index
 from retriever.search.bm25 import DEFAULT_B, DEFAULT_K1
+from retriever.search.languages import check_language
+from retriever.search.multilingual import DEFAULT_LANGUAGE_SETTINGS
 from retriever.storage.catalog import Catalog
 from retriever.storage.catalog_url import for_manifest as catalog_url_for_manifest
 from retriever.storage.generations import write_head
@@ -30,9 +32,11 @@ def new_manifest(
     index_policy: vector_index.IndexPolicy | None,
     merge_policy: MergePolicy | None,
     catalog_url: str | None,
+    languages: dict | None = None,
 ) -> Manifest:
     """The manifest of a new collection: the model's identity, the chunking, the index and merge policies
-    (defaults ``IndexPolicy()`` and ``MergePolicy()``), ``BM25_SETTINGS`` and the catalog (default: SQLite inside)."""
+    (defaults ``IndexPolicy()`` and ``MergePolicy()``), ``BM25_SETTINGS`` with ``languages`` (default
+    ``DEFAULT_LANGUAGE_SETTINGS``: detected, English by default) and the catalog (default: SQLite inside)."""
     index = {
         "library": "faiss",
         "metric": "inner_product",
@@ -40,7 +44,19 @@ def new_manifest(
         "merge": (merge_policy or MergePolicy()).to_dict(),
     }
     catalog = catalog_url_for_manifest(catalog_url)  # the password is kept in memory only
-    return Manifest.new(embedder.identity(), chunker.settings(), index, dict(BM25_SETTINGS), catalog)
+    bm25 = {**BM25_SETTINGS, "languages": dict(languages or DEFAULT_LANGUAGE_SETTINGS)}
+    return Manifest.new(embedder.identity(), chunker.settings(), index, bm25, catalog)
+
+
+def language_settings(language: object, detect: object) -> dict:
+    """``bm25.languages`` of a new collection: ``{"default": language, "detect": detect}``.
+
+    Raises:
+        BadInputError: ``language`` is not a code BM25 analyses, or ``detect`` is not a bool.
+    """
+    if not isinstance(detect, bool):
+        raise BadInputError(f"detect_languages must be True or False, got {type(detect).__name__}")
+    return {"default": check_language(language, "language"), "detect": detect}
 
 
 def write_empty_collection(root: Path, manifest: Manifest) -> None:

@@ -98,8 +98,12 @@ class TaggingVerbs:
         """The collection's taggers by field: method, labels, model, examples per label, threshold, training time."""
         return {
             name: {
-                "method": t.method, "labels": t.classes, "model": t.model, "examples": t.examples,
-                "min_probability": t.min_probability, "probability_field": t.probability_field,
+                "method": t.method,
+                "labels": t.classes,
+                "model": t.model,
+                "examples": t.examples,
+                "min_probability": t.min_probability,
+                "probability_field": t.probability_field,
                 "trained_at": t.trained_at,
             }
             for name, t in load_taggers(self.root).items()
@@ -114,4 +118,3 @@ class TaggingVerbs:
         if isinstance(examples, (bytes, dict)) or not hasattr(examples, "__iter__"):
             raise BadInputError(f"examples must be a file path or a list of records, got {type(examples).__name__}")
         return check_examples(examples)
-

@@ -102,7 +102,7 @@ class UpkeepVerbs:
                 ``"compressed"`` or ``"always"``, see ``IndexPolicy.codes``): the manifest
                 records it, and the merged segment is built with it, vectors kept (no re-embedding).
             max_segment_chunks: Largest segment written (default ``MergePolicy.max_merge_chunks``,
-                1,000,000: a merge holds about 9 KB per chunk at its peak).
+                1,000,000; a merge's peak memory grows with it: docs/operations/scale.md).
 
         Returns:
             ``{"segments_before", "segments_after", "bytes_before", "bytes_after"}``.
@@ -123,4 +123,3 @@ class UpkeepVerbs:
             "bytes_before": before,
             "bytes_after": size_on_disk(self.root),
         }
-

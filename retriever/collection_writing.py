@@ -3,8 +3,10 @@
 ``WriteVerbs`` is mixed into ``retriever.collection.Collection``; it uses the
 collection's ``root``, ``catalog``, ``writer``, ``analyzer``, ``index_policy``,
 ``chunker``, ``embedder`` and ``model``. Documents are checked once
-(``retriever.validation``), embedded before the write lock is taken, staged
-as a segment (``retriever.storage.staging``) and committed by the ``Writer``.
+(``retriever.validation``), given their language (``retriever.document_languages``:
+metadata ``lang``, which the analyser reads while they are staged), embedded
+before the write lock is taken, staged as a segment
+(``retriever.storage.staging``) and committed by the ``Writer``.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Iterable, Sequence, Union
 import numpy as np
 
 from retriever import validation
+from retriever.document_languages import reusing_stored_chunks, with_languages
 from retriever.documents import Document
 from retriever.encoding.passages import embed_documents, given_vectors
 from retriever.errors import BadInputError, ModelSwitchedError
@@ -39,10 +42,11 @@ class WriteVerbs:
             ``"text"`` (new or changed: it must be chunked and embedded).
 
         Raises:
-            BadInputError: A document breaks a field rule, or an id appears twice.
+            BadInputError: A document breaks a field rule (a given ``lang`` included), or an id appears twice.
         """
         docs = validation.check_documents(documents)
-        return classify(docs, self.catalog.lookup([d.id for d in docs]))
+        stored = self.catalog.lookup([d.id for d in docs])
+        return classify(with_languages(docs, stored, self.analyzer), stored)
 
     def add(self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None) -> WriteReport:
         """Insert new documents; an id that already exists is an error (use ``upsert``).
@@ -88,12 +92,16 @@ class WriteVerbs:
             CollectionLockedError: Another process held the write lock too long.
         """
         docs = validation.check_documents(documents)
+        stored = self.catalog.lookup([d.id for d in docs]) if docs else {}
+        docs = with_languages(docs, stored, self.analyzer)
         embed = self._embed_fn(docs, vectors)
         if not docs:
             return WriteReport()
-        plan = classify(docs, self.catalog.lookup([d.id for d in docs]))
+        plan = classify(docs, stored)
         changed = [doc for doc, kind in plan if kind == "text"]
         others = [doc for doc, kind in plan if kind != "text"]
+        if vectors is None:
+            embed = self._keeping_stored_chunks(embed, changed, stored)
         try:
             kinds, chunks = self._write(changed, others, embed)
         except ModelSwitchedError:  # the collection switched models while they were embedded: embed them again
@@ -104,15 +112,19 @@ class WriteVerbs:
         """Embed and stage ``changed``, then commit it with ``others`` under the lock (``Writer.commit``)."""
         staged = []
         try:
-            with file_system_faults(self.root, "the write"):
+            with file_system_faults(self.root, "the write"), self.analyzer.writing(changed + others):
                 staged = [self._stage(changed, embed(changed))] if changed else []
                 with self.writer.locked():
-                    return self.writer.commit(staged, others, embed)
+                    return self.writer.commit(staged, others, embed)  # stages others changed meanwhile
         finally:
             remove_files(staged)
 
     def prepare(
-        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None, *, owner: str | None = None
+        self,
+        documents: Iterable[Document | dict[str, Any]],
+        vectors: Vectors | None = None,
+        *,
+        owner: str | None = None,
     ) -> Path:
         """Chunk, embed and write documents as a staged segment, without committing.
 
@@ -133,9 +145,13 @@ class WriteVerbs:
             BadInputError: No documents, a bad one, or ``vectors`` that do not fit.
         """
         docs = validation.check_documents(documents)
-        embed = self._embed_fn(docs, vectors)
+        embed = self._embed_fn(docs, vectors)  # vectors are matched to documents by id
         if not docs:
             raise BadInputError("prepare needs at least one document")
+        stored = self.catalog.lookup([d.id for d in docs])
+        docs = with_languages(docs, stored, self.analyzer)
+        if vectors is None:
+            embed = self._keeping_stored_chunks(embed, docs, stored)
         return self._stage(docs, embed(docs), owner)
 
     def commit_prepared(self, folders: Sequence[str | os.PathLike]) -> WriteReport:
@@ -186,6 +202,14 @@ class WriteVerbs:
         given = validation.check_vectors(vectors, len(docs), self.model["dim"], "vectors")
         return lambda some: given_vectors(some, docs, given)
 
-    def _stage(self, docs: list[Document], embedded: dict, owner: str | None = None) -> Path:
-        return stage(self.root, docs, embedded, self.analyzer, self.index_policy, owner)
+    def _keeping_stored_chunks(self, embed: EmbedFn, docs: list[Document], stored: dict) -> EmbedFn:
+        """``embed``, but documents of ``docs`` whose language alone changed keep their stored chunks
+        (``document_languages.reusing_stored_chunks``)."""
+        if not self.analyzer.multilingual or not docs:
+            return embed
+        view = self.reader.current()
+        return reusing_stored_chunks(embed, docs, stored, view, self.models.model_at(view.generation)["sha256"])
 
+    def _stage(self, docs: list[Document], embedded: dict, owner: str | None = None) -> Path:
+        with self.analyzer.writing(docs):
+            return stage(self.root, docs, embedded, self.analyzer, self.index_policy, owner)

@@ -4,9 +4,13 @@ Rules every write path enforces (``coerce_document``):
 
 - ids: 1 to ``MAX_ID_CHARS`` (1,024) characters, not blank, no control
   characters (newline, tab, NUL, DEL, C1), encodable as UTF-8;
-- title, text, metadata keys and string values: encodable as UTF-8;
+- title, text, metadata keys and string values: encodable as UTF-8; text or
+  title not blank (a document of a title alone is indexed by its title);
 - metadata: a JSON object with string keys, nested at most ``MAX_METADATA_DEPTH``
-  (32) levels, whose numbers are finite and integers fit in 64 bits.
+  (32) levels, whose numbers are finite and integers fit in 64 bits;
+- ``metadata["locations"]``, where it is a mapping with a ``"start"`` key, must
+  be location columns (``retriever.locations``); any other value under that key
+  is the caller's own field.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from retriever.errors import BadInputError
+from retriever.locations import check_document_locations
 from retriever.unicode_policy import check_utf8, has_control, printable
 
 MAX_ID_CHARS = 1_024  # the catalog's id column holds this many characters
@@ -43,10 +48,7 @@ class Document:
     def content_hash(self) -> str:
         """SHA-256 over id, title, text and metadata; equal hashes mean no work."""
         payload = json.dumps(
-            [self.id, self.title, self.text, self.metadata],
-            sort_keys=True,
-            ensure_ascii=False,
-            default=str,
+            [self.id, self.title, self.text, self.metadata], sort_keys=True, ensure_ascii=False, default=str
         )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
@@ -118,10 +120,18 @@ class Hit:
         text: Text of the best-matching chunk.
         start: Character offset of that chunk in the document text.
         end: Character offset one past the chunk's end.
-        metadata: The document's metadata.
+        metadata: The document's metadata, less its ``"locations"`` columns
+            (``retriever.locations.without_locations``: they are the
+            document's structure, not a field to show; ``Collection.get(id)``
+            still returns the whole metadata, columns included).
         evidence: The chunk's sentences that match the query best, best
             first, with the query's terms in them (empty when none match, or
             when the search asked for none).
+        location: Where in its source the chunk starts: the labels of that
+            part of the document (``retriever.locations.location_at``), e.g.
+            ``{"page": 12}``, ``{"slide": 3}``, ``{"sheet": "Q1", "row": 5}``,
+            ``{"section": ["Intro", "Scope"]}`` or ``{"message": 17}``;
+            ``None`` when the document records no structure.
     """
 
     id: str
@@ -132,6 +142,7 @@ class Hit:
     end: int
     metadata: dict[str, Any]
     evidence: tuple[Evidence, ...] = ()
+    location: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape used by ``semsearch search --json`` and the HTTP API."""
@@ -144,6 +155,7 @@ class Hit:
             "end": self.end,
             "metadata": self.metadata,
             "evidence": [sentence.to_dict() for sentence in self.evidence],
+            "location": self.location,
         }
 
 
@@ -165,7 +177,7 @@ def coerce_document(item: Document | dict[str, Any]) -> Document:
             )
         doc = Document(
             id=item.get("id"),  # type: ignore[arg-type]
-            text=item.get("text"),  # type: ignore[arg-type]
+            text=item.get("text", ""),  # type: ignore[arg-type]  (absent: a document of a title alone)
             title=item.get("title") or "",
             metadata=_copy_metadata(item.get("metadata")),
         )
@@ -176,12 +188,13 @@ def coerce_document(item: Document | dict[str, Any]) -> Document:
     if not isinstance(doc.text, str):
         raise BadInputError(f"{name}: text must be a string, got {type(doc.text).__name__}")
     check_utf8(doc.text, f"{name}: text")
-    if not doc.text.strip():
-        raise BadInputError(f"{name}: text is empty")
     if not isinstance(doc.title, str):
         raise BadInputError(f"{name}: title must be a string")
     check_utf8(doc.title, f"{name}: title")
+    if not doc.text.strip() and not doc.title.strip():  # a title alone is enough: the document is found by it
+        raise BadInputError(f"{name}: text is empty")
     check_metadata(doc.metadata, f"{name}: metadata")
+    check_document_locations(doc.metadata, f"{name}: metadata.locations")
     return doc
 
 

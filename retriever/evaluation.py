@@ -98,7 +98,7 @@ def _read_queries(path: Path) -> dict[str, str]:
     queries = {}
     for number, record in read_jsonl(path, "a BEIR query record"):
         if "_id" not in record or not isinstance(record.get("text"), str):
-            raise BadInputError(f"{path}:{number}: not a BEIR query record (needs \"_id\" and a \"text\" string)")
+            raise BadInputError(f'{path}:{number}: not a BEIR query record (needs "_id" and a "text" string)')
         queries[str(record["_id"])] = record["text"]
     return queries
 
@@ -129,11 +129,7 @@ def evaluate_run(run: Run, qrels: Qrels) -> dict[str, float]:
     return {name: sum(res.get(qid, {}).get(key, 0.0) for qid in qrels) / n for name, (res, key) in columns.items()}
 
 
-def run_queries(
-    search: Callable[[str], Iterable[str]],
-    queries: dict[str, str],
-    progress: bool = True,
-) -> Run:
+def run_queries(search: Callable[[str], Iterable[str]], queries: dict[str, str], progress: bool = True) -> Run:
     """Ranked document ids per query; a document with the query's own id is dropped (as BEIR does)."""
     from tqdm.auto import tqdm
 

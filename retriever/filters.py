@@ -15,6 +15,20 @@ not 1, and ``$gt`` never compares a number with a string (as with a missing
 field, ``$ne`` / ``$nin`` / ``$not`` match them). Filtering happens in the catalog
 before the vector search, so ``k`` hits come back whenever ``k`` documents match.
 
+A field holding a list is compared element by element, as in MongoDB::
+
+    {"to": "ann@example.org"}                   some element equals it
+    {"tags": {"$in": ["a", "b"]}}               some element is one of them
+    {"year": {"$gte": 2019, "$lt": 2024}}       each operator met by some element (maybe not the same one)
+    {"tags": {"$ne": "a"}}                      no element equals it (and a missing field, an empty list)
+    {"tags": {"$nin": ["a", "b"]}}              no element is one of them
+    {"authors.name": "x"}                       objects in a list: some element's ``name`` is "x"
+
+A filter value is never a list, so a list is never matched whole. A list
+directly inside a list, and a null, match no comparison (and every negation),
+and the reserved key ``locations`` (``retriever.locations``) is never matched:
+none of them is indexed (``retriever.storage.metadata_index``).
+
 Limits, checked on the whole filter before any SQL is built (a breach is a
 ``FilterError`` that names the place, e.g. ``$or[2].year.$in``):
 

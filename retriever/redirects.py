@@ -35,8 +35,14 @@ class SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def redirect_request(self, req, fp, code, msg, headers, newurl):
         self._refuse_unless_same_origin(req.full_url, newurl, fp)  # the URL urllib made of the Location
         if code in (307, 308):
-            return urllib.request.Request(newurl, data=req.data, headers=req.headers, method=req.get_method(),
-                                          origin_req_host=req.origin_req_host, unverifiable=True)
+            return urllib.request.Request(
+                newurl,
+                data=req.data,
+                headers=req.headers,
+                method=req.get_method(),
+                origin_req_host=req.origin_req_host,
+                unverifiable=True,
+            )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
     @staticmethod
@@ -65,12 +71,16 @@ def redirect_refusal(current: str, location: str) -> str | None:
     except ValueError:
         target = None
     if target is None or target.scheme not in ("http", "https") or not target.hostname:
-        return (f"the semsearch server at {origin(here)} redirected to {printable(location, 80)}, which is not an "
-                "http(s) URL: not followed")
+        return (
+            f"the semsearch server at {origin(here)} redirected to {printable(location, 80)}, which is not an "
+            "http(s) URL: not followed"
+        )
     if origin_key(target) != origin_key(here):
-        return (f"the semsearch server at {origin(here)} redirected to {origin(target)}, another origin: not "
-                "followed, so that neither the request nor the API key goes there (if it is your server, give its "
-                "URL to RemoteCollection)")
+        return (
+            f"the semsearch server at {origin(here)} redirected to {origin(target)}, another origin: not "
+            "followed, so that neither the request nor the API key goes there (if it is your server, give its "
+            "URL to RemoteCollection)"
+        )
     if target.username is not None or target.password is not None:
         return f"the semsearch server at {origin(here)} redirected to a URL with credentials in it: not followed"
     return None

@@ -149,6 +149,7 @@ class RemoteCollection:
         vector: np.ndarray | Sequence[float] | None = None,
         exact: bool = False,
         evidence: str = DEFAULT_EVIDENCE,
+        lang: str | None = None,
     ) -> list[Hit]:
         """The ``k`` documents that best match ``query`` (or ``vector``), as ``Collection.search``.
 
@@ -160,6 +161,7 @@ class RemoteCollection:
             vector: A query embedding ``(dim,)`` from the server's model, instead of or beside ``query``.
             exact: Search every vector exactly (default False).
             evidence: ``"terms"`` (default), ``"auto"``, ``"semantic"`` or ``"none"``.
+            lang: The query's language (ISO 639-1), as for ``Collection.search`` (default: each the collection holds).
 
         Returns:
             Hits by descending score, each through its best chunk.
@@ -168,7 +170,7 @@ class RemoteCollection:
             BadInputError: An argument is wrong. FilterError: ``where`` is malformed.
         """
         validation.check_query(query, vector is not None)
-        options = SearchOptions(k=k, where=where, mode=mode, exact=exact, evidence=evidence)
+        options = SearchOptions(k=k, where=where, mode=mode, exact=exact, evidence=evidence, lang=lang)
         validation.check_query_mode(query, options)
         body: dict[str, Any] = {"query": query} | search_body(options)
         if vector is not None:
@@ -202,14 +204,19 @@ class RemoteCollection:
         if cut:
             warnings.warn(
                 f"{len(cut)} of {len(texts)} text(s) exceed the model's window (first: text {cut[0]}); "
-                "only the first window is embedded", InputTooLongWarning, stacklevel=2,
-            )  # fmt: skip
+                "only the first window is embedded",
+                InputTooLongWarning,
+                stacklevel=2,
+            )
         return np.asarray(rows, dtype=np.float32)
 
     # -- writes -----------------------------------------------------------
     def add(
-        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None,
-        *, batch_size: int = DEFAULT_BATCH,
+        self,
+        documents: Iterable[Document | dict[str, Any]],
+        vectors: Vectors | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH,
     ) -> WriteReport:
         """Insert new documents; an id that exists already is a ``BadInputError`` (use ``upsert``).
 
@@ -219,8 +226,11 @@ class RemoteCollection:
         return self._write(documents, vectors, batch_size, upsert=False)
 
     def upsert(
-        self, documents: Iterable[Document | dict[str, Any]], vectors: Vectors | None = None,
-        *, batch_size: int = DEFAULT_BATCH,
+        self,
+        documents: Iterable[Document | dict[str, Any]],
+        vectors: Vectors | None = None,
+        *,
+        batch_size: int = DEFAULT_BATCH,
     ) -> WriteReport:
         """Insert or replace documents, as ``Collection.upsert``.
 
@@ -242,9 +252,11 @@ class RemoteCollection:
             The report, with ``deleted`` the ids that were stored.
         """
         wanted = [doc_id for doc_id in dict.fromkeys(validation.check_ids(ids)) if doc_id]
-        return WriteReport(deleted=[
-            doc_id for doc_id in wanted if self._call("DELETE", _document_path(doc_id), missing_ok=True) is not None
-        ])
+        return WriteReport(
+            deleted=[
+                doc_id for doc_id in wanted if self._call("DELETE", _document_path(doc_id), missing_ok=True) is not None
+            ]
+        )
 
     def _write(self, documents: Any, vectors: Vectors | None, batch_size: Any, upsert: bool) -> WriteReport:
         docs = validation.check_documents(documents)
@@ -298,8 +310,10 @@ class RemoteCollection:
         try:
             yield
         except (KeyError, TypeError, IndexError, ValueError) as exc:
-            raise SemsearchError(f"{self.url}{path} answered without the fields a semsearch server sends "
-                                 f"({type(exc).__name__}: {printable(str(exc), 80)}): is it a semsearch server?") from None
+            raise SemsearchError(
+                f"{self.url}{path} answered without the fields a semsearch server sends "
+                f"({type(exc).__name__}: {printable(str(exc), 80)}): is it a semsearch server?"
+            ) from None
 
     def _error(self, status: int, detail: str, fields_at_fault: list[str]) -> SemsearchError:
         """The semsearch error for an error answer of the server."""
@@ -317,10 +331,17 @@ class RemoteCollection:
 
 
 def search_body(options: SearchOptions) -> dict[str, Any]:
-    """The fields of ``POST /search`` that ``options`` fill: ``k``, ``where``, ``mode``, ``exact``, ``evidence``
-    (the server fuses with its defaults: ``fusion``, ``alpha`` and ``feedback`` have no field)."""
-    return {"k": options.k, "where": options.where, "mode": options.mode, "exact": options.exact,
-            "evidence": options.evidence}
+    """The fields of ``POST /search`` that ``options`` fill: ``k``, ``where``, ``mode``, ``exact``, ``evidence``,
+    and ``lang`` when given (the server fuses with its defaults: ``fusion``, ``alpha`` and ``feedback`` have no
+    field)."""
+    body = {
+        "k": options.k,
+        "where": options.where,
+        "mode": options.mode,
+        "exact": options.exact,
+        "evidence": options.evidence,
+    }
+    return body if options.lang is None else body | {"lang": options.lang}
 
 
 def _document_path(doc_id: str) -> str:
@@ -371,9 +392,12 @@ def _batches(texts: list[str]) -> Iterator[tuple[int, list[str]]]:
 def _hit(found: dict[str, Any]) -> Hit:
     """A ``Hit`` from its JSON shape (``Hit.to_dict``)."""
     evidence = tuple(
-        Evidence(**{f.name: sentence[f.name] for f in fields(Evidence) if f.name in sentence and f.name != "terms"},
-                 terms=tuple(TermMatch(**term) for term in sentence.get("terms", ())))
+        Evidence(
+            **{f.name: sentence[f.name] for f in fields(Evidence) if f.name in sentence and f.name != "terms"},
+            terms=tuple(TermMatch(**term) for term in sentence.get("terms", ())),
+        )
         for sentence in found.get("evidence", ())
     )
-    return Hit(**{f.name: found[f.name] for f in fields(Hit) if f.name in found and f.name != "evidence"},
-               evidence=evidence)
+    return Hit(
+        **{f.name: found[f.name] for f in fields(Hit) if f.name in found and f.name != "evidence"}, evidence=evidence
+    )

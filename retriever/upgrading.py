@@ -1,9 +1,12 @@
 """``semsearch upgrade``: the storage room's format conversions, handed the search room's builders.
 
-``retriever.storage.upgrade`` converts a collection of an older format and
-``retriever.storage.int8_upgrade`` writes the int8 rows older segments lack;
-neither imports ``retriever.search``, so this module hands them the analyser,
-index policy and quantiser they build segments with (``storage.builders``).
+``retriever.storage.upgrade`` converts a collection of an older format,
+``retriever.storage.int8_upgrade`` writes the int8 rows older segments lack,
+and ``retriever.storage.fields_upgrade`` gives the list values of documents
+written before lists were filterable their filter rows (once: the catalog
+records it). None imports ``retriever.search``, so this module hands them the
+analyser, index policy and quantiser they build segments with
+(``storage.builders``).
 """
 
 from __future__ import annotations

@@ -51,9 +51,7 @@ def check_search_options(options: Any, modes: Sequence[str]) -> None:
         raise BadInputError(f"feedback must be True or False, got {printable(repr(options.feedback), 40)}")
     evidence = options.evidence
     if not isinstance(evidence, str) or evidence not in EVIDENCE_MODES:
-        raise BadInputError(
-            f"evidence must be one of {', '.join(EVIDENCE_MODES)}, got {printable(repr(evidence), 40)}"
-        )
+        raise BadInputError(f"evidence must be one of {', '.join(EVIDENCE_MODES)}, got {printable(repr(evidence), 40)}")
     if not _is_int(options.k) or not 1 <= options.k <= MAX_K:
         raise BadInputError(f"k must be an integer from 1 to {MAX_K:,}, got {printable(repr(options.k), 40)}")
     if options.where is not None:
@@ -256,7 +254,9 @@ def check_tag_args(field: Any, method: Any, min_probability: Any) -> None:
         raise BadInputError(f"field {printable(field, 60)} must be printable and at most {MAX_FIELD_CHARS} characters")
     if method not in ("auto", "embedding", "tfidf"):
         raise BadInputError(f"unknown tagging method {printable(repr(method), 60)}; choose auto, embedding or tfidf")
-    if isinstance(min_probability, bool) or not isinstance(min_probability, (int, float)) or not (
-        0.0 <= min_probability <= 1.0
+    if (
+        isinstance(min_probability, bool)
+        or not isinstance(min_probability, (int, float))
+        or not (0.0 <= min_probability <= 1.0)
     ):
         raise BadInputError(f"min_probability must be a number from 0 to 1, got {printable(repr(min_probability), 60)}")

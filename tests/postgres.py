@@ -154,12 +154,30 @@ class PostgresServer:
 
     def halt(self) -> None:
         """Stop the server at once (``immediate``: as if it crashed); ``restart`` brings it back on its port."""
-        _pg([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"],
-            _as_server_user(), "pg_ctl stop")
+        _pg(
+            [str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-m", "immediate", "-w", "stop"],
+            _as_server_user(),
+            "pg_ctl stop",
+        )
 
     def restart(self) -> None:
-        _pg([str(self.bindir / "pg_ctl"), "-D", str(self.datadir), "-l", str(self.root / "server.log"), "-w",
-             "-t", "60", "-o", self.options, "start"], _as_server_user(), "pg_ctl start")
+        _pg(
+            [
+                str(self.bindir / "pg_ctl"),
+                "-D",
+                str(self.datadir),
+                "-l",
+                str(self.root / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "-o",
+                self.options,
+                "start",
+            ],
+            _as_server_user(),
+            "pg_ctl start",
+        )
 
     def drop_database(self, name: str) -> None:
         with self._admin() as conn:
@@ -175,8 +193,13 @@ def _as_server_user() -> dict:
     except KeyError:
         subprocess.run(["useradd", "--system", "--no-create-home", SERVER_USER], check=True, capture_output=True)
         account = pwd.getpwnam(SERVER_USER)
-    return {"user": account.pw_uid, "group": account.pw_gid, "extra_groups": [], "cwd": "/",
-            "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/", "LC_ALL": "C"}}
+    return {
+        "user": account.pw_uid,
+        "group": account.pw_gid,
+        "extra_groups": [],
+        "cwd": "/",
+        "env": {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/", "LC_ALL": "C"},
+    }
 
 
 def _pg(command: Sequence[str], as_server: dict, what: str) -> None:
@@ -197,22 +220,55 @@ def start_server(bindir: Path) -> PostgresServer:
         for path in (root, pwfile):
             os.chown(path, as_server["user"], as_server["group"])
     try:
-        _pg([str(bindir / "initdb"), "-D", str(server.datadir), "-U", SUPERUSER, f"--pwfile={pwfile}",
-             "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--no-locale", "--no-sync"],
-            as_server, "initdb")
+        _pg(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(server.datadir),
+                "-U",
+                SUPERUSER,
+                f"--pwfile={pwfile}",
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+                "-E",
+                "UTF8",
+                "--no-locale",
+                "--no-sync",
+            ],
+            as_server,
+            "initdb",
+        )
     finally:
         pwfile.unlink()
     options = f"-p {server.port} -k {root} -c listen_addresses={server.host} -c fsync=off -c full_page_writes=off"
     server.options = options
-    _pg([str(bindir / "pg_ctl"), "-D", str(server.datadir), "-l", str(root / "server.log"), "-w", "-t", "60",
-         "-o", options, "start"], as_server, "pg_ctl start")
+    _pg(
+        [
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(server.datadir),
+            "-l",
+            str(root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "start",
+        ],
+        as_server,
+        "pg_ctl start",
+    )
     return server
 
 
 def stop_server(server: PostgresServer) -> None:
     try:
-        _pg([str(server.bindir / "pg_ctl"), "-D", str(server.datadir), "-m", "fast", "-w", "stop"],
-            _as_server_user(), "pg_ctl stop")
+        _pg(
+            [str(server.bindir / "pg_ctl"), "-D", str(server.datadir), "-m", "fast", "-w", "stop"],
+            _as_server_user(),
+            "pg_ctl stop",
+        )
     finally:
         shutil.rmtree(server.root, ignore_errors=True)
 

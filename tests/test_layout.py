@@ -91,7 +91,8 @@ def test_the_storage_room_imports_nothing_from_search():
         for name, path in MODULES.items()
         if name.startswith("retriever.storage.") or name == "retriever.storage"
         for module, imported, line in _imports(path)
-        if module == "retriever.search" or module.startswith("retriever.search.")
+        if module == "retriever.search"
+        or module.startswith("retriever.search.")
         or (module == "retriever" and imported == "search")
     ]
     assert not wrong, wrong
@@ -129,8 +130,15 @@ def test_no_private_name_is_imported_from_another_module():
     assert not private, private
 
 
-_NOT_CODE = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-             tokenize.ENCODING, tokenize.ENDMARKER}
+_NOT_CODE = {
+    tokenize.COMMENT,
+    tokenize.NL,
+    tokenize.NEWLINE,
+    tokenize.INDENT,
+    tokenize.DEDENT,
+    tokenize.ENCODING,
+    tokenize.ENDMARKER,
+}
 
 
 def _code_lines(source: str, tree: ast.Module) -> set[int]:
@@ -147,7 +155,11 @@ def _code_lines(source: str, tree: ast.Module) -> set[int]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
             first = node.body[0]
-            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
                 lines.difference_update(range(first.lineno, first.end_lineno + 1))
     return lines
 

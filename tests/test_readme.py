@@ -42,9 +42,9 @@ SERVICES = {"semsearch ui": (8501, "/_stcore/health"), "semsearch serve": (8000,
 
 NOTES = {
     "rivers.md": "# How rivers form deltas\n\nA river meets the sea at its mouth. Rivers slow down at the sea "
-                 "and drop sediment. Over centuries the sediment builds a delta of sand and mud.\n",
+    "and drop sediment. Over centuries the sediment builds a delta of sand and mud.\n",
     "tea.md": "# Green tea\n\nGreen tea leaves are steamed right after picking, then rolled and dried. "
-              "Black tea is oxidised before it is dried.\n",
+    "Black tea is oxidised before it is dried.\n",
     "volcanoes.txt": "Volcanoes erupt when magma rises through cracks in the crust. Lava cools into new rock.\n",
     "bread.txt": "Bread rises because yeast turns sugar into carbon dioxide, which the dough traps.\n",
 }
@@ -102,8 +102,7 @@ def check_setup(code: str, env: dict[str, str]) -> None:
     for line in shell_lines(code):
         words = shlex.split(line, comments=True)
         assert len(words) == 2 and words[1] in targets, f"{line!r} is not 'make TARGET' for a Makefile target"
-        dry = subprocess.run(["make", "-n", words[1]], cwd=REPO, env=quiet, capture_output=True, text=True,
-                             timeout=60)
+        dry = subprocess.run(["make", "-n", words[1]], cwd=REPO, env=quiet, capture_output=True, text=True, timeout=60)
         assert dry.returncode == 0, f"make -n {words[1]}: {dry.stderr}"
 
 
@@ -143,13 +142,24 @@ def run_shell(code: str, cwd: Path, env: dict[str, str]) -> None:
                 port = ports[default] = free_port()
                 log = cwd / f"{service.split()[1]}-{port}.log"
                 with open(log, "wb") as out:
-                    process = subprocess.Popen(["bash", "-c", f"exec {line.split('#')[0]} --port {port}"],
-                                               cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+                    process = subprocess.Popen(
+                        ["bash", "-c", f"exec {line.split('#')[0]} --port {port}"],
+                        cwd=cwd,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
                 started.append(process)
                 wait_healthy(process, f"http://127.0.0.1:{port}{route}", log)
                 continue
-            done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, env=env, capture_output=True,
-                                  text=True, timeout=COMMAND_TIMEOUT)
+            done = subprocess.run(
+                ["bash", "-o", "pipefail", "-c", line],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT,
+            )
             assert done.returncode == 0, f"{line!r} exited with {done.returncode}:\n{done.stdout}\n{done.stderr}"
             check_output(line, done.stdout)
     finally:

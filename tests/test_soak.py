@@ -35,7 +35,7 @@ def test_an_answer_cut_midway_counts_as_a_failed_connection():
     def answer_half() -> None:
         connection, _ = listener.accept()
         connection.recv(65536)
-        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"hits\"")
+        connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"hits"')
         connection.shutdown(socket.SHUT_WR)  # the answer ends 93 bytes short, as a killed server's does
         while connection.recv(65536):  # read the rest of the request, so that closing sends no reset
             pass
@@ -52,12 +52,17 @@ def test_an_answer_cut_midway_counts_as_a_failed_connection():
 
 
 def test_an_acknowledged_write_must_be_found_and_a_cut_one_may_or_may_not_be(tmp_path):
-    path = journal(tmp_path / "w.jsonl", [
-        {"intent": 0, "op": "add", "docs": {"a": 1, "b": 1}}, {"ack": 0},
-        {"intent": 1, "op": "upsert", "docs": {"a": 2}},  # cut by a kill: a may hold 1 or 2
-        {"intent": 2, "op": "delete", "docs": {"b": None}}, {"ack": 2},
-        {"intent": 3, "op": "add", "docs": {"c": 3}},  # cut: c may be absent or 3
-    ])
+    path = journal(
+        tmp_path / "w.jsonl",
+        [
+            {"intent": 0, "op": "add", "docs": {"a": 1, "b": 1}},
+            {"ack": 0},
+            {"intent": 1, "op": "upsert", "docs": {"a": 2}},  # cut by a kill: a may hold 1 or 2
+            {"intent": 2, "op": "delete", "docs": {"b": None}},
+            {"ack": 2},
+            {"intent": 3, "op": "add", "docs": {"c": 3}},  # cut: c may be absent or 3
+        ],
+    )
     assert verify([path], {"a": 1}).lost == [] and verify([path], {"a": 2, "c": 3}).found == 3
     verdict = verify([path], {"a": 1, "b": 1})
     assert [x["id"] for x in verdict.lost] == ["b"]  # an acknowledged delete undone
@@ -80,9 +85,30 @@ def test_journals_are_told_apart_and_a_torn_last_line_is_dropped(tmp_path):
 def test_a_short_soak_kills_and_restarts_and_loses_nothing(tmp_path, tiny_model_dir):
     pytest.importorskip("fastapi")
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.soak", "--minutes", "0.75", "--model", str(tiny_model_dir),
-         "--dir", str(tmp_path / "soak"), "--server-kill-every", "8", "12", "--writer-kill-every", "3", "6",
-         "--snapshot-every", "10"], cwd=REPO, capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.soak",
+            "--minutes",
+            "0.75",
+            "--model",
+            str(tiny_model_dir),
+            "--dir",
+            str(tmp_path / "soak"),
+            "--server-kill-every",
+            "8",
+            "12",
+            "--writer-kill-every",
+            "3",
+            "6",
+            "--snapshot-every",
+            "10",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads((tmp_path / "soak" / "report.json").read_text())
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert report["passed"] and report["kills"]["server"] >= 2 and report["kills"]["writer"] >= 4

@@ -87,8 +87,14 @@ class AdaptReport:
         return asdict(self)
 
 
-def adapt(collection, config: AdaptConfig, *, switch: bool = False, progress: bool = True,
-          embedder_of: Callable[[str], object] | None = None) -> AdaptReport:
+def adapt(
+    collection,
+    config: AdaptConfig,
+    *,
+    switch: bool = False,
+    progress: bool = True,
+    embedder_of: Callable[[str], object] | None = None,
+) -> AdaptReport:
     """Train an adapted copy of ``collection``'s model on its documents into ``config.output_dir``; check it.
 
     Args:
@@ -121,31 +127,66 @@ def adapt(collection, config: AdaptConfig, *, switch: bool = False, progress: bo
     pairs_file = out / "pairs.jsonl"
     if not (config.resume and pairs_file.is_file()):
         started = time.monotonic()
-        pairs = (mine_pairs(collection, train, config.seed, ranks=config.ranks, progress=progress)
-                 if config.hard_negatives else [Pair(q.query, q.positive) for q in train])
-        atomic_write_text(pairs_file, "".join(json.dumps({"anchor": p.anchor, "positive": p.positive}
-                                                         | ({"negative": p.negative} if p.negative else {})) + "\n"
-                                              for p in pairs))
+        _write_pairs(collection, config, train, pairs_file, progress)
         seconds["mine"] = round(time.monotonic() - started, 1)
     base = collection.model["name"]
     started = time.monotonic()
-    summary = contrastive_train(ContrastiveConfig(
-        from_model=base, output_dir=str(out), pairs=str(pairs_file), batch_size=config.batch_size, lr=config.lr,
-        epochs=config.epochs, max_len=min(config.max_len, collection.embedder.max_tokens), max_minutes=_training_minutes(config.minutes, began),
-        save_every=50,
-        resume=config.resume, seed=config.seed), progress=progress)
+    summary = _train(collection, config, pairs_file, began, progress)
     seconds["train"] = round(time.monotonic() - started, 1)
     started = time.monotonic()
     adapted = (embedder_of or Embedder)(str(out))
     before, after = check(collection, held, collection.embedder, adapted, progress=progress)
     seconds["check"] = round(time.monotonic() - started, 1)
-    report = AdaptReport(str(out), base, len(queries), len(train), len(held), summary["steps"], round(before, 4),
-                         round(after, 4), after > before, seconds)
+    report = AdaptReport(
+        str(out),
+        base,
+        len(queries),
+        len(train),
+        len(held),
+        summary["steps"],
+        round(before, 4),
+        round(after, 4),
+        after > before,
+        seconds,
+    )
     if switch and report.better:
         report.switched = collection.switch_model(adapted, progress=progress).to_dict()
         seconds["switch"] = report.switched["seconds"]
     atomic_write_text(out / REPORT, json.dumps(report.to_dict(), indent=2) + "\n")
     return report
+
+
+def _write_pairs(collection, config: AdaptConfig, train: list[PseudoQuery], path: Path, progress: bool) -> None:
+    """The training pairs as JSONL: each pseudo-query, its source, and a mined hard negative when asked."""
+    pairs = (
+        mine_pairs(collection, train, config.seed, ranks=config.ranks, progress=progress)
+        if config.hard_negatives
+        else [Pair(q.query, q.positive) for q in train]
+    )
+    rows = (
+        {"anchor": p.anchor, "positive": p.positive} | ({"negative": p.negative} if p.negative else {}) for p in pairs
+    )
+    atomic_write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+def _train(collection, config: AdaptConfig, pairs_file: Path, began: float, progress: bool) -> dict:
+    """Contrastive training from the collection's model on ``pairs_file`` into ``config.output_dir``; its summary."""
+    return contrastive_train(
+        ContrastiveConfig(
+            from_model=collection.model["name"],
+            output_dir=str(config.output_dir),
+            pairs=str(pairs_file),
+            batch_size=config.batch_size,
+            lr=config.lr,
+            epochs=config.epochs,
+            max_len=min(config.max_len, collection.embedder.max_tokens),
+            max_minutes=_training_minutes(config.minutes, began),
+            save_every=50,
+            resume=config.resume,
+            seed=config.seed,
+        ),
+        progress=progress,
+    )
 
 
 def _training_minutes(minutes: float | None, began: float) -> float | None:
@@ -164,15 +205,18 @@ def _queries(collection, config: AdaptConfig, path: Path) -> list[PseudoQuery]:
     documents = ((d.id, d.title, d.text) for d in map(collection.get, ids[: config.documents]) if d is not None)
     queries = draw_queries(documents, config.seed)
     if len(queries) < MIN_DOCUMENTS:
-        raise BadInputError(f"only {len(queries)} of the collection's documents give a pseudo-query (a title of "
-                            f"3 or more words, or 2 or more sentences); adapt needs {MIN_DOCUMENTS}")
+        raise BadInputError(
+            f"only {len(queries)} of the collection's documents give a pseudo-query (a title of "
+            f"3 or more words, or 2 or more sentences); adapt needs {MIN_DOCUMENTS}"
+        )
     random.Random(config.seed + 1).shuffle(queries)
     atomic_write_text(path, "".join(json.dumps(asdict(q)) + "\n" for q in queries))
     return queries
 
 
-def check(collection, held: list[PseudoQuery], current, adapted, *, k: int = 10,
-          progress: bool = True) -> tuple[float, float]:
+def check(
+    collection, held: list[PseudoQuery], current, adapted, *, k: int = 10, progress: bool = True
+) -> tuple[float, float]:
     """Mean reciprocal rank (cut at ``k``) of each held-out query's source, by ``current`` and by ``adapted``.
 
     Both rank the same candidates: the collection's hybrid top ``CANDIDATES`` for the query, and the source,
@@ -180,9 +224,14 @@ def check(collection, held: list[PseudoQuery], current, adapted, *, k: int = 10,
     """
     from tqdm import tqdm
 
-    candidates = {pq.query: list(dict.fromkeys([pq.doc_id, *(
-        h.id for h in collection.search(pq.query, k=CANDIDATES, mode="hybrid", evidence="none"))]))
-        for pq in tqdm(held, desc="check candidates", unit="query", disable=not progress)}
+    candidates = {
+        pq.query: list(
+            dict.fromkeys(
+                [pq.doc_id, *(h.id for h in collection.search(pq.query, k=CANDIDATES, mode="hybrid", evidence="none"))]
+            )
+        )
+        for pq in tqdm(held, desc="check candidates", unit="query", disable=not progress)
+    }
     ids = sorted({i for found in candidates.values() for i in found})
     texts = [collection.chunker.split(collection.get(i))[0].embed_text for i in ids]
     row = {doc_id: n for n, doc_id in enumerate(ids)}

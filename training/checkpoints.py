@@ -28,8 +28,9 @@ def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return steps[-1][1] if steps else None
 
 
-def write_checkpoint(output_dir: Path, step: int, save_model: Callable[[Path], None], state: dict,
-                     *, keep: int = KEEP) -> Path:
+def write_checkpoint(
+    output_dir: Path, step: int, save_model: Callable[[Path], None], state: dict, *, keep: int = KEEP
+) -> Path:
     """Write ``checkpoints/step-<step>`` atomically; older checkpoints beyond ``keep`` are removed.
 
     ``save_model(directory)`` writes the model's own files; ``state`` is
@@ -66,12 +67,16 @@ def truncate_log(path: Path, step: int) -> None:
     if step == 0:
         path.unlink()
         return
-    kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step]
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.strip() and json.loads(line).get("step", 0) <= step
+    ]
     path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
 
 def _checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     root = output_dir / CHECKPOINTS
-    return sorted((int(p.name[5:]), p) for p in root.glob("step-*")
-                  if p.name[5:].isdigit() and (p / TRAINER_STATE).is_file())
+    return sorted(
+        (int(p.name[5:]), p) for p in root.glob("step-*") if p.name[5:].isdigit() and (p / TRAINER_STATE).is_file()
+    )

@@ -106,8 +106,10 @@ class ContrastiveConfig:
         if self.dev_fraction is not None and not (self.dev and 0 < self.dev_fraction < 1):
             raise BadInputError("--dev-fraction needs --dev and must be between 0 and 1 (exclusive)")
         if self.trains_on_dev_queries() and self.dev_fraction is None:
-            raise BadInputError(f"the dev set is the training split {self.split!r} of {self.beir}: "
-                                "give --dev-fraction to hold some of its queries out of training")
+            raise BadInputError(
+                f"the dev set is the training split {self.split!r} of {self.beir}: "
+                "give --dev-fraction to hold some of its queries out of training"
+            )
 
     def trains_on_dev_queries(self) -> bool:
         """Whether the training pairs come from the dev set's own dataset and split."""
@@ -145,8 +147,9 @@ def _build_pairs(config: ContrastiveConfig) -> Callable[[int], list[Pair]]:
     if config.beir:
         fraction = config.dev_fraction
         leave_out = (lambda query_id: is_dev_query(query_id, fraction)) if config.trains_on_dev_queries() else None
-        pairs = beir_pairs(config.beir, config.split, hard_negatives=config.hard_negatives, seed=config.seed,
-                           leave_out=leave_out)
+        pairs = beir_pairs(
+            config.beir, config.split, hard_negatives=config.hard_negatives, seed=config.seed, leave_out=leave_out
+        )
         return lambda epoch: pairs
     documents = read_corpus(config.corpus or [])
     if config.unsupervised == "simcse":
@@ -175,10 +178,7 @@ def _columns(pairs: list[Pair]) -> list[list[str]]:
 
 
 def contrastive_train(
-    config: ContrastiveConfig,
-    *,
-    progress: bool = True,
-    callback: Callable[[dict], None] | None = None,
+    config: ContrastiveConfig, *, progress: bool = True, callback: Callable[[dict], None] | None = None
 ) -> dict:
     """Fine-tune ``config.from_model`` contrastively and save it to ``config.output_dir``.
 
@@ -208,10 +208,19 @@ def contrastive_train(
     if config.max_len:
         model.max_seq_length = config.max_len
     stage = _Contrastive(model, config.scale, batches, run.output, dev, autocast_bf16(config.precision, device))
-    outcome = train_loop(run, stage, Schedule(
-        total=total, lr=config.lr, weight_decay=config.weight_decay, warmup_ratio=config.warmup_ratio,
-        save_every=config.save_every, eval_every=config.eval_every, max_minutes=config.max_minutes,
-    ))
+    outcome = train_loop(
+        run,
+        stage,
+        Schedule(
+            total=total,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            warmup_ratio=config.warmup_ratio,
+            save_every=config.save_every,
+            eval_every=config.eval_every,
+            max_minutes=config.max_minutes,
+        ),
+    )
     return {
         "steps": total,
         "train_loss": outcome.record.get("train_loss"),
@@ -265,8 +274,10 @@ class _Contrastive(Stage):
         self.rows = [self.pairs[i] for i in self.batches[self.position]]
         self.position += 1
         device = self.model.device
-        features = [{k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.model.preprocess(column).items()}
-                    for column in _columns(self.rows)]
+        features = [
+            {k: (v.to(device) if torch.is_tensor(v) else v) for k, v in self.model.preprocess(column).items()}
+            for column in _columns(self.rows)
+        ]
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.bf16):
             return self.loss_fn(features, None)
 
@@ -283,8 +294,10 @@ class _Contrastive(Stage):
         return fields
 
     def describe(self, record: dict) -> str:
-        return (f"step {record['step']}: dev nDCG@10 {record['dev_ndcg@10']:.4f} "
-                f"(best {self.best_ndcg:.4f} at step {self.best_step})")
+        return (
+            f"step {record['step']}: dev nDCG@10 {record['dev_ndcg@10']:.4f} "
+            f"(best {self.best_ndcg:.4f} at step {self.best_step})"
+        )
 
     def save_model(self, directory: Path) -> None:
         self.model.save(str(directory))

@@ -95,18 +95,15 @@ class PackedSequences:
     def _slice(self, index: slice) -> PackedSequences:
         nsp = self.next_sentence_label
         return PackedSequences(
-            self.input_ids[index], self.attention_mask[index], self.token_type_ids[index],
+            self.input_ids[index],
+            self.attention_mask[index],
+            self.token_type_ids[index],
             None if nsp is None else nsp[index],
         )
 
 
 def pack_sequences(
-    documents: Sequence[str],
-    tokenizer,
-    max_len: int,
-    *,
-    nsp: bool = False,
-    seed: int = 0,
+    documents: Sequence[str], tokenizer, max_len: int, *, nsp: bool = False, seed: int = 0
 ) -> PackedSequences:
     """Tokenize documents and pack them into windows of ``max_len`` tokens.
 
@@ -147,7 +144,7 @@ def _chunks(documents: Sequence[str], tokenizer, body: int) -> list[list[int]]:
         if ids:
             stream.extend(ids)
             stream.append(sep)
-    chunks = [stream[i:i + body] for i in range(0, len(stream), body)]
+    chunks = [stream[i : i + body] for i in range(0, len(stream), body)]
     chunks = [c[:-1] if c[-1] == sep else c for c in chunks]
     chunks = [c for c in chunks if c]
     if not chunks:
@@ -155,8 +152,9 @@ def _chunks(documents: Sequence[str], tokenizer, body: int) -> list[list[int]]:
     return chunks
 
 
-def _nsp_rows(chunks: list[list[int]], cls: int, sep: int, body: int,
-              seed: int) -> tuple[list[list[int]], list[list[int]], list[int]]:
+def _nsp_rows(
+    chunks: list[list[int]], cls: int, sep: int, body: int, seed: int
+) -> tuple[list[list[int]], list[list[int]], list[int]]:
     """``(rows, token types, labels)`` of ``[CLS] A [SEP] B [SEP]`` pairs, one per chunk (at least two).
 
     A is a chunk's first half; B is its second half or, for about half the
@@ -174,15 +172,16 @@ def _nsp_rows(chunks: list[list[int]], cls: int, sep: int, body: int,
         if is_random:
             other = (i + 1 + int(torch.randint(len(chunks) - 1, (), generator=generator))) % len(chunks)
             donor = chunks[other]
-            second = donor[len(donor) // 2:][: body - len(first)] or donor[: body - len(first)]
+            second = donor[len(donor) // 2 :][: body - len(first)] or donor[: body - len(first)]
         rows.append([cls, *first, sep, *second, sep])
         types.append([0] * (len(first) + 2) + [1] * (len(second) + 1))
         labels.append(int(is_random))
     return rows, types, labels
 
 
-def _padded(rows: list[list[int]], types: list[list[int]], max_len: int, pad: int,
-            labels: list[int] | None = None) -> PackedSequences:
+def _padded(
+    rows: list[list[int]], types: list[list[int]], max_len: int, pad: int, labels: list[int] | None = None
+) -> PackedSequences:
     """``rows`` (token ids) and ``types`` (token type ids) as ``(N, max_len)`` tensors padded with ``pad``.
 
     ``labels`` (next-sentence labels, one per row) become ``next_sentence_label``.
@@ -194,5 +193,4 @@ def _padded(rows: list[list[int]], types: list[list[int]], max_len: int, pad: in
         input_ids[i, : len(row)] = torch.tensor(row)
         attention_mask[i, : len(row)] = 1
         token_type_ids[i, : len(row)] = torch.tensor(kinds)
-    return PackedSequences(input_ids, attention_mask, token_type_ids,
-                           None if labels is None else torch.tensor(labels))
+    return PackedSequences(input_ids, attention_mask, token_type_ids, None if labels is None else torch.tensor(labels))

@@ -40,8 +40,9 @@ def default_dev_split(root: str | Path) -> str:
     return "dev" if (Path(root) / "qrels" / "dev.tsv").is_file() else "test"
 
 
-def load_dev(root: str | Path, split: str | None = None, fraction: float | None = None,
-             max_documents: int | None = None) -> DevSet:
+def load_dev(
+    root: str | Path, split: str | None = None, fraction: float | None = None, max_documents: int | None = None
+) -> DevSet:
     """The dev set of BEIR dataset ``root``; ``split`` defaults to "dev" when it has one, else "test".
 
     With ``fraction`` only the split's queries that ``is_dev_query`` draws are kept.
@@ -60,12 +61,18 @@ def load_dev(root: str | Path, split: str | None = None, fraction: float | None 
     if fraction is not None:
         kept = [q for q in dataset.queries if is_dev_query(q, fraction)]
         if not kept:
-            raise BadInputError(f"{root}: a dev fraction of {fraction} of split {dataset.split!r} "
-                                f"({len(dataset.queries)} queries) draws none; give a larger fraction")
-        dataset = replace(dataset, queries={q: dataset.queries[q] for q in kept},
-                          qrels={q: dataset.qrels[q] for q in kept})
-    documents = [{"id": str(r["_id"]), "title": r.get("title") or "", "text": r.get("text") or ""}
-                 for r in dataset.corpus() if (r.get("text") or "").strip()]
+            raise BadInputError(
+                f"{root}: a dev fraction of {fraction} of split {dataset.split!r} "
+                f"({len(dataset.queries)} queries) draws none; give a larger fraction"
+            )
+        dataset = replace(
+            dataset, queries={q: dataset.queries[q] for q in kept}, qrels={q: dataset.qrels[q] for q in kept}
+        )
+    documents = [
+        {"id": str(r["_id"]), "title": r.get("title") or "", "text": r.get("text") or ""}
+        for r in dataset.corpus()
+        if (r.get("text") or "").strip()
+    ]
     if not documents:
         raise BadInputError(f"{root}: the dev corpus is empty")
     if max_documents is not None and len(documents) > max_documents:
@@ -105,8 +112,11 @@ def evaluate_dev(model, dev: DevSet) -> float:
                 warnings.simplefilter("ignore")
                 with Collection.create(Path(tmp) / "collection", embedder) as collection:
                     collection.upsert(dev.documents)
-                    run = run_queries(lambda q: [h.id for h in collection.search(q, k=DEPTH, mode="dense")],
-                                      dev.dataset.queries, progress=False)
+                    run = run_queries(
+                        lambda q: [h.id for h in collection.search(q, k=DEPTH, mode="dense")],
+                        dev.dataset.queries,
+                        progress=False,
+                    )
     finally:
         model.train(was_training)
         torch.set_num_threads(threads)

@@ -103,8 +103,9 @@ class Run:
     callback: Callable[[dict], None] | None = None
 
 
-def open_run(output_dir: str, *, resume: bool, progress: bool = True,
-             callback: Callable[[dict], None] | None = None) -> Run:
+def open_run(
+    output_dir: str, *, resume: bool, progress: bool = True, callback: Callable[[dict], None] | None = None
+) -> Run:
     """Start an invocation: with ``resume``, find the latest checkpoint (saying so when there is none)."""
     started = time.monotonic()
     output = Path(output_dir)
@@ -158,8 +159,13 @@ def train_loop(run: Run, stage: Stage, schedule: Schedule) -> Outcome:
     from tqdm.auto import tqdm
 
     run.output.mkdir(parents=True, exist_ok=True)
-    optimizer, scheduler = make_optimizer(stage.model, lr=schedule.lr, weight_decay=schedule.weight_decay,
-                                          warmup_ratio=schedule.warmup_ratio, total=schedule.total)
+    optimizer, scheduler = make_optimizer(
+        stage.model,
+        lr=schedule.lr,
+        weight_decay=schedule.weight_decay,
+        warmup_ratio=schedule.warmup_ratio,
+        total=schedule.total,
+    )
     step, earlier = _restore(run.checkpoint, stage, optimizer, scheduler)
     log = run.output / LOG
     truncate_log(log, step)
@@ -173,16 +179,22 @@ def train_loop(run: Run, stage: Stage, schedule: Schedule) -> Outcome:
         return round(earlier + time.monotonic() - run.started, 3)
 
     record: dict = {}
-    bar = tqdm(total=schedule.total, initial=step, disable=not run.progress, file=sys.stderr, desc=stage.label,
-               unit="step")
+    bar = tqdm(
+        total=schedule.total, initial=step, disable=not run.progress, file=sys.stderr, desc=stage.label, unit="step"
+    )
     stage.model.train()
     while step < schedule.total:
         loss = _optimizer_step(stage, optimizer, scheduler, schedule.grad_accum, step)
         step += 1
         timed_out = schedule.max_minutes is not None and time.monotonic() - run.started >= schedule.max_minutes * 60
         last = step == schedule.total or timed_out
-        record = {"step": step, "train_loss": loss, "lr": scheduler.get_last_lr()[0], **stage.step_fields(),
-                  "seconds": seconds()}
+        record = {
+            "step": step,
+            "train_loss": loss,
+            "lr": scheduler.get_last_lr()[0],
+            **stage.step_fields(),
+            "seconds": seconds(),
+        }
         if stage.evaluates and (step % schedule.eval_every == 0 or last):
             record.update(stage.evaluate(step))
             bar.write(stage.describe(record), file=sys.stderr)

@@ -61,7 +61,9 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict, model: t
 def _without_frozen(state: dict, every: list[torch.nn.Parameter]) -> dict:
     """``state`` with the frozen parameters of ``every`` (its parameters, in index order) dropped, renumbered."""
     new_index = {old: new for new, old in enumerate(i for i, p in enumerate(every) if p.requires_grad)}
-    groups = [{**group, "params": [new_index[i] for i in group["params"] if i in new_index]}
-              for group in state["param_groups"]]
+    groups = [
+        {**group, "params": [new_index[i] for i in group["params"] if i in new_index]}
+        for group in state["param_groups"]
+    ]
     kept = {new_index[i]: value for i, value in state["state"].items() if i in new_index}
     return {"state": kept, "param_groups": groups}

@@ -63,8 +63,14 @@ def _doc_text(record: dict) -> str:
     return f"{title}\n{text}" if title else text
 
 
-def beir_pairs(root: str | Path, split: str = "train", *, hard_negatives: bool = False, seed: int = 0,
-               leave_out: Callable[[str], bool] | None = None) -> list[Pair]:
+def beir_pairs(
+    root: str | Path,
+    split: str = "train",
+    *,
+    hard_negatives: bool = False,
+    seed: int = 0,
+    leave_out: Callable[[str], bool] | None = None,
+) -> list[Pair]:
     """(query, title + "\\n" + text) for every judged-relevant (score > 0) document of ``split``.
 
     With ``hard_negatives`` each pair gets the query's top BM25 document that
@@ -130,8 +136,9 @@ def simcse_pairs(documents: Sequence[str]) -> list[Pair]:
     return [Pair(doc, doc) for doc in dict.fromkeys(documents)]
 
 
-def crop_pairs(documents: Sequence[str], seed: int = 0, *, min_words: int = CROP_MIN_WORDS,
-               ratio: tuple[float, float] = CROP_RATIO) -> list[Pair]:
+def crop_pairs(
+    documents: Sequence[str], seed: int = 0, *, min_words: int = CROP_MIN_WORDS, ratio: tuple[float, float] = CROP_RATIO
+) -> list[Pair]:
     """Two independent random word spans of each document (each ``ratio`` of its words, at least ``min_words``).
 
     Documents shorter than ``2 * min_words`` words are skipped. Spans are
@@ -150,7 +157,7 @@ def crop_pairs(documents: Sequence[str], seed: int = 0, *, min_words: int = CROP
         def span() -> str:
             length = rng.randint(low, high)
             start = rng.randint(0, n - length)
-            return " ".join(words[start:start + length])
+            return " ".join(words[start : start + length])
 
         first, second = span(), span()
         for _ in range(10):

@@ -97,12 +97,7 @@ class PretrainConfig:
             raise BadInputError(f"learning rate must be positive, got {self.lr}")
 
 
-def pretrain(
-    config: PretrainConfig,
-    *,
-    progress: bool = True,
-    callback: Callable[[dict], None] | None = None,
-) -> dict:
+def pretrain(config: PretrainConfig, *, progress: bool = True, callback: Callable[[dict], None] | None = None) -> dict:
     """Run masked-language-model pretraining.
 
     Args:
@@ -121,9 +116,16 @@ def pretrain(
     run = open_run(config.output_dir, resume=config.resume, progress=progress, callback=callback)
     torch.manual_seed(config.seed)
     stage = _MaskedLM(config, run)
-    schedule = Schedule(total=stage.total, lr=config.lr, weight_decay=config.weight_decay,
-                        warmup_ratio=config.warmup_ratio, save_every=config.save_every,
-                        eval_every=config.eval_every, grad_accum=config.grad_accum, max_minutes=config.max_minutes)
+    schedule = Schedule(
+        total=stage.total,
+        lr=config.lr,
+        weight_decay=config.weight_decay,
+        warmup_ratio=config.warmup_ratio,
+        save_every=config.save_every,
+        eval_every=config.eval_every,
+        grad_accum=config.grad_accum,
+        max_minutes=config.max_minutes,
+    )
     outcome = train_loop(run, stage, schedule)
     return {
         "step": outcome.step,
@@ -182,9 +184,11 @@ class _MaskedLM(Stage):
 
     def describe(self, record: dict) -> str:
         train = f"train loss {record['train_loss']:.4f}, " if "train_loss" in record else ""
-        return (f"step {record['step']}: {train}held-out loss "
-                f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
-                f"masked accuracy {record['masked_accuracy']:.3f}")
+        return (
+            f"step {record['step']}: {train}held-out loss "
+            f"{record['eval_loss']:.4f}, perplexity {record['perplexity']:.2f}, "
+            f"masked accuracy {record['masked_accuracy']:.3f}"
+        )
 
     def save_model(self, directory: Path) -> None:
         self.model.save_pretrained(str(directory))
@@ -202,8 +206,9 @@ class _MaskedLM(Stage):
         _save_final(self.output, self.model, self.tokenizer, self.config.nsp)
 
     def _held_out(self) -> dict[str, float]:
-        return evaluate(self.model, self.held_out, self.tokenizer, self.config.batch_size, self.device,
-                        seed=self.config.seed)
+        return evaluate(
+            self.model, self.held_out, self.tokenizer, self.config.batch_size, self.device, seed=self.config.seed
+        )
 
 
 def masked_lm_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -234,13 +239,7 @@ def masked_lm_loss(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
 
 @torch.no_grad()
 def evaluate(
-    model,
-    data: PackedSequences,
-    tokenizer,
-    batch_size: int,
-    device: torch.device,
-    *,
-    seed: int = 0,
+    model, data: PackedSequences, tokenizer, batch_size: int, device: torch.device, *, seed: int = 0
 ) -> dict[str, float]:
     """Held-out masked-LM loss, perplexity and accuracy at the selected positions.
 
@@ -348,7 +347,7 @@ def _batch_index(n: int, batch_size: int, micro_step: int, seed: int) -> torch.T
     per_epoch = math.ceil(n / batch_size)
     epoch, position = divmod(micro_step, per_epoch)
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-    return order[position * batch_size:(position + 1) * batch_size]
+    return order[position * batch_size : (position + 1) * batch_size]
 
 
 def _save_final(output: Path, model, tokenizer, nsp: bool) -> None:

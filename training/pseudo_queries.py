@@ -35,8 +35,9 @@ class PseudoQuery:
     kind: str  # "title", "sentence" or "span"
 
 
-def draw_queries(documents: Iterable[tuple[str, str, str]], seed: int = 0, *, title_share: float = 0.2,
-                 span_share: float = 0.5) -> list[PseudoQuery]:
+def draw_queries(
+    documents: Iterable[tuple[str, str, str]], seed: int = 0, *, title_share: float = 0.2, span_share: float = 0.5
+) -> list[PseudoQuery]:
     """One pseudo-query for each ``(doc_id, title, text)`` that can give one (in the given order).
 
     A title of 3 or more words is the query ``title_share`` of the time; else
@@ -61,14 +62,21 @@ def draw_queries(documents: Iterable[tuple[str, str, str]], seed: int = 0, *, ti
         if rng.random() < span_share and len(words) > SPAN_WORDS[1]:
             length = rng.randint(*SPAN_WORDS)
             first = rng.randint(0, len(words) - length)
-            drawn.append(PseudoQuery(" ".join(words[first:first + length]), doc_id, positive, "span"))
+            drawn.append(PseudoQuery(" ".join(words[first : first + length]), doc_id, positive, "span"))
         else:
             drawn.append(PseudoQuery(sentence, doc_id, positive, "sentence"))
     return drawn
 
 
-def mine_pairs(collection, queries: Sequence[PseudoQuery], seed: int = 0, *, ranks: tuple[int, int] = (3, 30),
-               mode: str = "hybrid", progress: bool = True) -> list[Pair]:
+def mine_pairs(
+    collection,
+    queries: Sequence[PseudoQuery],
+    seed: int = 0,
+    *,
+    ranks: tuple[int, int] = (3, 30),
+    mode: str = "hybrid",
+    progress: bool = True,
+) -> list[Pair]:
     """``Pair(query, positive, hard negative)`` for each query, the negative from the collection's ``mode`` search.
 
     A query whose search gives no usable negative gets a random other document
@@ -80,7 +88,7 @@ def mine_pairs(collection, queries: Sequence[PseudoQuery], seed: int = 0, *, ran
     for pq in tqdm(queries, desc="mining negatives", unit="query", disable=not progress):
         hits = collection.search(pq.query, k=ranks[1], mode=mode, evidence="none")
         needle = pq.query.lower()
-        usable = [h for h in hits[ranks[0] - 1:] if h.id != pq.doc_id and needle not in h.text.lower()]
+        usable = [h for h in hits[ranks[0] - 1 :] if h.id != pq.doc_id and needle not in h.text.lower()]
         negative = None
         for _ in range(5):
             chosen = collection.get(rng.choice(usable).id if usable else rng.choice(everyone))

@@ -53,7 +53,7 @@ CHECKPOINT_EVERY = 20  # contrastive steps between checkpoints (a killed recipe 
 
 @dataclass(frozen=True)
 class SmallRecipe:
-    """Settings of ``train-small``: a model that pretrains in well under 45 minutes on 2 CPU cores."""
+    """Settings of ``train-small``: a model small enough to pretrain on a few CPU cores (times: docs/benchmarks.md)."""
 
     vocab_size: int = 8000
     layers: int = 2
@@ -61,7 +61,9 @@ class SmallRecipe:
     heads: int = 2
     intermediate: int = 512
     max_len: int = 128
-    positions: str = "rotary"  # absolute positions leave a model this small near unigram guessing for thousands of steps
+    positions: str = (
+        "rotary"  # absolute positions leave a model this small near unigram guessing for thousands of steps
+    )
     dropout: float = 0.0  # less than one pass over the books: nothing to regularise yet
     pretrain_batch: int = 32
     pretrain_lr: float = 2e-3
@@ -110,8 +112,12 @@ def _small_stages(recipe: SmallRecipe) -> list[StagePlan]:
         StagePlan("tokenizer", ("vocab_size",), "tokenizer"),
         StagePlan("pretrain", (*model, *[k for k in names if k.startswith("pretrain_")], "seed"), "mlm"),
         StagePlan("contrastive-crop", (*[k for k in names if k.startswith(("crop_", "dev_"))], "seed"), "crop"),
-        StagePlan("contrastive-pairs", (*[k for k in names if k.startswith(("pairs_", "dev_"))], "seed"), "contrastive"),
-        StagePlan("eval-mlm-only"), StagePlan("eval-contrastive"), StagePlan("eval-bm25"),
+        StagePlan(
+            "contrastive-pairs", (*[k for k in names if k.startswith(("pairs_", "dev_"))], "seed"), "contrastive"
+        ),
+        StagePlan("eval-mlm-only"),
+        StagePlan("eval-contrastive"),
+        StagePlan("eval-bm25"),
     ]
 
 
@@ -134,66 +140,120 @@ def run_stage(run_dir: Path, name: str, work: Callable[[], dict], *, log: Callab
     return result
 
 
-def train_small(datasets: Path, run_dir: Path, score: Scorer, recipe: SmallRecipe = SmallRecipe(), *,
-                log: Callable[[str], None] = print) -> dict:
+def train_small(
+    datasets: Path,
+    run_dir: Path,
+    score: Scorer,
+    recipe: SmallRecipe = SmallRecipe(),
+    *,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Run ``train-small`` and return its summary (also written to ``run_dir/summary.json``)."""
-    from training.contrastive import ContrastiveConfig, contrastive_train
-    from training.pretrain import PretrainConfig, pretrain
     from training.tokenizer import train_tokenizer
 
     books, scifact = _require(datasets / "pretrain-text"), _require(datasets / "scifact")
     plans = _small_stages(recipe)
     _claim(run_dir, asdict(recipe), plans, log=log)
     out = {plan.name: run_dir / plan.output for plan in plans if plan.output}
-    tokenizer_dir, mlm_dir = out["tokenizer"], out["pretrain"]
-    crop_dir, contrastive_dir = out["contrastive-crop"], out["contrastive-pairs"]
+    mlm_dir, contrastive_dir = out["pretrain"], out["contrastive-pairs"]
 
     def tokenizer() -> dict:
-        train_tokenizer([books], tokenizer_dir, vocab_size=recipe.vocab_size)
+        train_tokenizer([books], out["tokenizer"], vocab_size=recipe.vocab_size)
         return {"vocab_size": recipe.vocab_size}
 
-    def mlm() -> dict:
-        return pretrain(PretrainConfig(
-            text=[str(books)], output_dir=str(mlm_dir), tokenizer=str(tokenizer_dir),
-            layers=recipe.layers, hidden=recipe.hidden, heads=recipe.heads, intermediate=recipe.intermediate,
-            dropout=recipe.dropout, positions=recipe.positions,
-            max_len=recipe.max_len, batch_size=recipe.pretrain_batch, lr=recipe.pretrain_lr,
-            max_steps=recipe.pretrain_steps, max_minutes=recipe.pretrain_minutes,
-            eval_every=recipe.pretrain_eval_every, save_every=recipe.pretrain_eval_every, resume=True,
-            seed=recipe.seed,
-        ))
-
-    def dev(every: int) -> dict:
-        """The dev set both contrastive stages keep their best model by: a fixed draw of SciFact's train queries."""
-        return {"dev": str(scifact), "dev_split": "train", "dev_fraction": recipe.dev_fraction,
-                "dev_documents": recipe.dev_documents, "eval_every": every}
-
-    def crop() -> dict:
-        return contrastive_train(ContrastiveConfig(
-            from_model=str(mlm_dir), output_dir=str(crop_dir), corpus=[str(scifact)], unsupervised="crop",
-            max_steps=recipe.crop_steps, batch_size=recipe.crop_batch, lr=recipe.crop_lr,
-            save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed, **dev(recipe.crop_eval_every),
-        ))
-
-    def pairs() -> dict:
-        return contrastive_train(ContrastiveConfig(
-            from_model=str(crop_dir), output_dir=str(contrastive_dir), beir=str(scifact), split="train",
-            hard_negatives=True, epochs=recipe.pairs_epochs, batch_size=recipe.pairs_batch,
-            lr=recipe.pairs_lr, save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
-            **dev(recipe.pairs_eval_every),
-        ))
-
-    stages = {
-        "tokenizer": run_stage(run_dir, "tokenizer", tokenizer, log=log),
-        "pretrain": run_stage(run_dir, "pretrain", mlm, log=log),
-        "contrastive-crop": run_stage(run_dir, "contrastive-crop", crop, log=log),
-        "contrastive-pairs": run_stage(run_dir, "contrastive-pairs", pairs, log=log),
-        "eval-mlm-only": run_stage(run_dir, "eval-mlm-only", lambda: score(scifact, str(mlm_dir), "dense"), log=log),
-        "eval-contrastive": run_stage(run_dir, "eval-contrastive",
-                                      lambda: score(scifact, str(contrastive_dir), "dense"), log=log),
-        "eval-bm25": run_stage(run_dir, "eval-bm25", lambda: score(scifact, str(contrastive_dir), "bm25"), log=log),
+    work = {
+        "tokenizer": tokenizer,
+        "pretrain": lambda: _small_pretrain(recipe, books, out["tokenizer"], mlm_dir),
+        "contrastive-crop": lambda: _small_crop(recipe, scifact, mlm_dir, out["contrastive-crop"]),
+        "contrastive-pairs": lambda: _small_pairs(recipe, scifact, out["contrastive-crop"], contrastive_dir),
+        "eval-mlm-only": lambda: score(scifact, str(mlm_dir), "dense"),
+        "eval-contrastive": lambda: score(scifact, str(contrastive_dir), "dense"),
+        "eval-bm25": lambda: score(scifact, str(contrastive_dir), "bm25"),
     }
+    stages = {name: run_stage(run_dir, name, stage, log=log) for name, stage in work.items()}
     return _write_summary(run_dir, _small_summary(recipe, stages), stages)
+
+
+def _small_pretrain(recipe: SmallRecipe, books: Path, tokenizer_dir: Path, output: Path) -> dict:
+    """``train-small``'s masked-LM stage: a small BERT pretrained on the books."""
+    from training.pretrain import PretrainConfig, pretrain
+
+    return pretrain(
+        PretrainConfig(
+            text=[str(books)],
+            output_dir=str(output),
+            tokenizer=str(tokenizer_dir),
+            layers=recipe.layers,
+            hidden=recipe.hidden,
+            heads=recipe.heads,
+            intermediate=recipe.intermediate,
+            dropout=recipe.dropout,
+            positions=recipe.positions,
+            max_len=recipe.max_len,
+            batch_size=recipe.pretrain_batch,
+            lr=recipe.pretrain_lr,
+            max_steps=recipe.pretrain_steps,
+            max_minutes=recipe.pretrain_minutes,
+            eval_every=recipe.pretrain_eval_every,
+            save_every=recipe.pretrain_eval_every,
+            resume=True,
+            seed=recipe.seed,
+        )
+    )
+
+
+def _small_dev(recipe: SmallRecipe, scifact: Path, every: int) -> dict:
+    """The dev set both contrastive stages keep their best model by: a fixed draw of SciFact's train queries."""
+    return {
+        "dev": str(scifact),
+        "dev_split": "train",
+        "dev_fraction": recipe.dev_fraction,
+        "dev_documents": recipe.dev_documents,
+        "eval_every": every,
+    }
+
+
+def _small_crop(recipe: SmallRecipe, scifact: Path, mlm_dir: Path, output: Path) -> dict:
+    """``train-small``'s unsupervised contrastive stage: crops of SciFact's documents as pairs."""
+    from training.contrastive import ContrastiveConfig, contrastive_train
+
+    return contrastive_train(
+        ContrastiveConfig(
+            from_model=str(mlm_dir),
+            output_dir=str(output),
+            corpus=[str(scifact)],
+            unsupervised="crop",
+            max_steps=recipe.crop_steps,
+            batch_size=recipe.crop_batch,
+            lr=recipe.crop_lr,
+            save_every=CHECKPOINT_EVERY,
+            resume=True,
+            seed=recipe.seed,
+            **_small_dev(recipe, scifact, recipe.crop_eval_every),
+        )
+    )
+
+
+def _small_pairs(recipe: SmallRecipe, scifact: Path, crop_dir: Path, output: Path) -> dict:
+    """``train-small``'s supervised contrastive stage: SciFact's train pairs with hard negatives."""
+    from training.contrastive import ContrastiveConfig, contrastive_train
+
+    return contrastive_train(
+        ContrastiveConfig(
+            from_model=str(crop_dir),
+            output_dir=str(output),
+            beir=str(scifact),
+            split="train",
+            hard_negatives=True,
+            epochs=recipe.pairs_epochs,
+            batch_size=recipe.pairs_batch,
+            lr=recipe.pairs_lr,
+            save_every=CHECKPOINT_EVERY,
+            resume=True,
+            seed=recipe.seed,
+            **_small_dev(recipe, scifact, recipe.pairs_eval_every),
+        )
+    )
 
 
 def _small_summary(recipe: SmallRecipe, stages: dict[str, dict]) -> dict:
@@ -210,24 +270,42 @@ def _small_summary(recipe: SmallRecipe, stages: dict[str, dict]) -> dict:
     }
 
 
-def finetune_minilm(datasets: Path, run_dir: Path, score: Scorer, recipe: FinetuneRecipe = FinetuneRecipe(), *,
-                    log: Callable[[str], None] = print) -> dict:
+def finetune_minilm(
+    datasets: Path,
+    run_dir: Path,
+    score: Scorer,
+    recipe: FinetuneRecipe = FinetuneRecipe(),
+    *,
+    log: Callable[[str], None] = print,
+) -> dict:
     """Run ``finetune-minilm`` and return its summary (also written to ``run_dir/summary.json``)."""
     from training.contrastive import ContrastiveConfig, contrastive_train
 
     scifact = _require(datasets / "scifact")
     others = {name: _require(datasets / name) for name in OTHER_DATASETS}
     training = StagePlan("finetune", tuple(asdict(recipe)), "model")
-    evaluations = [StagePlan(f"eval-{name}-{when}") for name in ("scifact", *OTHER_DATASETS) for when in ("before", "after")]
+    evaluations = [
+        StagePlan(f"eval-{name}-{when}") for name in ("scifact", *OTHER_DATASETS) for when in ("before", "after")
+    ]
     _claim(run_dir, asdict(recipe), [training, *evaluations], log=log)
     model_dir = run_dir / training.output
 
     def finetune() -> dict:
-        return contrastive_train(ContrastiveConfig(
-            from_model=recipe.model, output_dir=str(model_dir), beir=str(scifact), split="train",
-            hard_negatives=recipe.hard_negatives, epochs=recipe.epochs, batch_size=recipe.batch,
-            lr=recipe.lr, save_every=CHECKPOINT_EVERY, resume=True, seed=recipe.seed,
-        ))
+        return contrastive_train(
+            ContrastiveConfig(
+                from_model=recipe.model,
+                output_dir=str(model_dir),
+                beir=str(scifact),
+                split="train",
+                hard_negatives=recipe.hard_negatives,
+                epochs=recipe.epochs,
+                batch_size=recipe.batch,
+                lr=recipe.lr,
+                save_every=CHECKPOINT_EVERY,
+                resume=True,
+                seed=recipe.seed,
+            )
+        )
 
     stages = {"finetune": run_stage(run_dir, "finetune", finetune, log=log)}
     scores: dict[str, dict[str, float]] = {}
@@ -259,25 +337,44 @@ def format_small(summary: dict) -> str:
     gain = summary["ndcg_contrastive"] - summary["ndcg_mlm_only"]
     rows = [
         ("held-out masked accuracy, untrained", f"{summary['mlm_accuracy_before']:.4f}", ""),
-        (f"held-out masked accuracy, after {summary['pretrain_steps']} steps", f"{summary['mlm_accuracy_after']:.4f}",
-         _bar(summary["mlm_accuracy_after"] >= 0.25, ">= 0.25")),
+        (
+            f"held-out masked accuracy, after {summary['pretrain_steps']} steps",
+            f"{summary['mlm_accuracy_after']:.4f}",
+            _bar(summary["mlm_accuracy_after"] >= 0.25, ">= 0.25"),
+        ),
         ("SciFact nDCG@10, BM25", f"{summary['ndcg_bm25']:.4f}", ""),
         ("SciFact nDCG@10, MLM only (mean pooling)", f"{summary['ndcg_mlm_only']:.4f}", ""),
-        ("SciFact nDCG@10, contrastive", f"{summary['ndcg_contrastive']:.4f}",
-         _bar(gain >= 0.15, f"{gain:+.4f} over MLM only, bar +0.15")),
+        (
+            "SciFact nDCG@10, contrastive",
+            f"{summary['ndcg_contrastive']:.4f}",
+            _bar(gain >= 0.15, f"{gain:+.4f} over MLM only, bar +0.15"),
+        ),
     ]
     return "\n".join([_table(rows, ("train-small", "value", "")), "", _wall_table(summary["wall_seconds"])])
 
 
 def format_finetune(summary: dict) -> str:
     """The ``finetune-minilm`` table: nDCG@10 before and after on each dataset, with the bars."""
-    rows = [("scifact", f"{summary['ndcg_before']:.4f}", f"{summary['ndcg_after']:.4f}",
-             f"{summary['ndcg_after'] - summary['ndcg_before']:+.4f}",
-             _bar(summary["ndcg_after"] >= 0.69, "after >= 0.69"))]
+    rows = [
+        (
+            "scifact",
+            f"{summary['ndcg_before']:.4f}",
+            f"{summary['ndcg_after']:.4f}",
+            f"{summary['ndcg_after'] - summary['ndcg_before']:+.4f}",
+            _bar(summary["ndcg_after"] >= 0.69, "after >= 0.69"),
+        )
+    ]
     for name, scores in summary["others"].items():
         change = scores["after"] - scores["before"]
-        rows.append((name, f"{scores['before']:.4f}", f"{scores['after']:.4f}", f"{change:+.4f}",
-                     _bar(change >= -0.01, "loss <= 0.01")))
+        rows.append(
+            (
+                name,
+                f"{scores['before']:.4f}",
+                f"{scores['after']:.4f}",
+                f"{change:+.4f}",
+                _bar(change >= -0.01, "loss <= 0.01"),
+            )
+        )
     header = ("dense nDCG@10", "before", "after", "change", "")
     return "\n".join([_table(rows, header), "", _wall_table(summary["wall_seconds"])])
 

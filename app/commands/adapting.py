@@ -26,8 +26,7 @@ CORPUS_COLLECTION = "corpus-collection"
 
 def register(sub) -> None:
     """Add ``adapt`` to the command's subparsers."""
-    add_commands(sub, [("adapt", "adapt a collection's encoder to its own documents, without labels",
-                        add_adapt_flags)])
+    add_commands(sub, [("adapt", "adapt a collection's encoder to its own documents, without labels", add_adapt_flags)])
 
 
 def add_adapt_flags(p: argparse.ArgumentParser) -> None:
@@ -38,22 +37,41 @@ def add_adapt_flags(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("-c", "--collection", metavar="DIR", help="adapt to this collection's documents")
     source.add_argument("--corpus", nargs="+", metavar="PATH", help="adapt to these files, folders or BEIR corpora")
-    p.add_argument("-o", "--output", metavar="MODEL",
-                   help="the adapted model's directory (needed with --corpus; default with -c: "
-                        "DIR/models/adapted-g<generation>)")
-    p.add_argument("--dry-run", action="store_true",
-                   help="with -c: train and check, but leave the collection on its model")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="MODEL",
+        help="the adapted model's directory (needed with --corpus; default with -c: DIR/models/adapted-g<generation>)",
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="with -c: train and check, but leave the collection on its model"
+    )
     p.add_argument("--model", help="with --corpus: the base model (default: the packaged all-MiniLM-L6-v2)")
-    p.add_argument("--documents", type=int, default=defaults["documents"], metavar="N",
-                   help="documents that give pseudo-queries, a seeded sample of larger collections (default %(default)s)")
-    p.add_argument("--held-out", type=int, default=defaults["held_out"], metavar="N",
-                   help="pseudo-queries kept out of training for the check (default %(default)s)")
+    p.add_argument(
+        "--documents",
+        type=int,
+        default=defaults["documents"],
+        metavar="N",
+        help="documents that give pseudo-queries, a seeded sample of larger collections (default %(default)s)",
+    )
+    p.add_argument(
+        "--held-out",
+        type=int,
+        default=defaults["held_out"],
+        metavar="N",
+        help="pseudo-queries kept out of training for the check (default %(default)s)",
+    )
     p.add_argument("--minutes", type=float, default=None, help="stop training after this long (a rerun resumes)")
     p.add_argument("--epochs", type=int, default=defaults["epochs"], help="passes over the pairs (default %(default)s)")
     p.add_argument("--lr", type=float, default=defaults["lr"], help="peak learning rate (default %(default)g)")
-    p.add_argument("--batch-size", type=int, default=defaults["batch_size"], help="pairs per step (default %(default)s)")
-    p.add_argument("--hard-negatives", action="store_true",
-                   help="add a negative from the collection's hybrid search to each pair (off: it lowered SciFact)")
+    p.add_argument(
+        "--batch-size", type=int, default=defaults["batch_size"], help="pairs per step (default %(default)s)"
+    )
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="add a negative from the collection's hybrid search to each pair (off: it lowered SciFact)",
+    )
     p.add_argument("--seed", type=int, default=defaults["seed"])
     p.add_argument("--fresh", action="store_true", help="start over instead of resuming what OUTPUT holds")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -69,13 +87,25 @@ def run_adapt(args) -> int:
     if args.output is None and not args.collection:
         raise UsageError("--corpus needs -o MODEL: the directory the adapted model goes to")
     collection = Collection.open(args.collection) if args.collection else None
-    output = (Path(args.output).expanduser() if args.output else
-              collection.root.resolve() / MODELS_DIR / f"adapted-g{collection.reader.current().generation}")
+    output = (
+        Path(args.output).expanduser()
+        if args.output
+        else collection.root.resolve() / MODELS_DIR / f"adapted-g{collection.reader.current().generation}"
+    )
     if output.exists() and not output.is_dir():
         raise UsageError(f"-o {output}: a file is in the way")
-    config = AdaptConfig(str(output), documents=args.documents, held_out=args.held_out, batch_size=args.batch_size,
-                         lr=args.lr, epochs=args.epochs, minutes=args.minutes, seed=args.seed, resume=not args.fresh,
-                         hard_negatives=args.hard_negatives)
+    config = AdaptConfig(
+        str(output),
+        documents=args.documents,
+        held_out=args.held_out,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        epochs=args.epochs,
+        minutes=args.minutes,
+        seed=args.seed,
+        resume=not args.fresh,
+        hard_negatives=args.hard_negatives,
+    )
     config.validate()
     quiet = args.json
     if collection is None:
@@ -92,19 +122,29 @@ def run_adapt(args) -> int:
 def print_report(report, collection_dir: str | None) -> None:
     """The check's before and after, the run's time, and what became of the model (on stderr)."""
     verdict = "better" if report.better else "NOT better: the current model stays"
-    print(f"semsearch: held-out check, mean reciprocal rank of {report.held_out} pseudo-queries' sources: "
-          f"{report.before_mrr:.4f} with {Path(report.base_model).name}, {report.after_mrr:.4f} adapted "
-          f"({verdict})", file=sys.stderr)
-    print(f"semsearch: {report.steps} steps on {report.trained_on} pseudo-queries; seconds "
-          + ", ".join(f"{k} {v:g}" for k, v in report.seconds.items()) + f"; model in {report.model_dir}",
-          file=sys.stderr)
+    print(
+        f"semsearch: held-out check, mean reciprocal rank of {report.held_out} pseudo-queries' sources: "
+        f"{report.before_mrr:.4f} with {Path(report.base_model).name}, {report.after_mrr:.4f} adapted "
+        f"({verdict})",
+        file=sys.stderr,
+    )
+    print(
+        f"semsearch: {report.steps} steps on {report.trained_on} pseudo-queries; seconds "
+        + ", ".join(f"{k} {v:g}" for k, v in report.seconds.items())
+        + f"; model in {report.model_dir}",
+        file=sys.stderr,
+    )
     if report.switched:
-        print(f"semsearch: {collection_dir} now searches with the adapted model: {report.switched['chunks']:,} "
-              f"chunks re-embedded in {report.switched['segments']} segment(s), generation "
-              f"{report.switched['generation']}", file=sys.stderr)
+        print(
+            f"semsearch: {collection_dir} now searches with the adapted model: {report.switched['chunks']:,} "
+            f"chunks re-embedded in {report.switched['segments']} segment(s), generation "
+            f"{report.switched['generation']}",
+            file=sys.stderr,
+        )
     elif collection_dir and report.better:
-        print(f"semsearch: --dry-run: {collection_dir} keeps its model (run without --dry-run to switch)",
-              file=sys.stderr)
+        print(
+            f"semsearch: --dry-run: {collection_dir} keeps its model (run without --dry-run to switch)", file=sys.stderr
+        )
 
 
 def corpus_collection(paths: list[str], root: Path, model: str | None, progress: bool):

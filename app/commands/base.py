@@ -24,8 +24,9 @@ class Parser(argparse.ArgumentParser):
             imports the training code (nor torch).
     """
 
-    def __init__(self, *args: Any, populate: Callable[[argparse.ArgumentParser], None] | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, populate: Callable[[argparse.ArgumentParser], None] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.populate = populate
 
@@ -64,8 +65,11 @@ def add_collection_arg(parser: argparse.ArgumentParser) -> None:
 
 def parameter_defaults(function: Callable) -> dict[str, Any]:
     """The default of each parameter of ``function`` that has one, by name."""
-    return {name: parameter.default for name, parameter in inspect.signature(function).parameters.items()
-            if parameter.default is not inspect.Parameter.empty}
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(function).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
 
 
 def fail(message: str) -> None:

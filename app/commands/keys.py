@@ -23,8 +23,9 @@ LOCK_TIMEOUT_S = 30.0  # how long a command waits for another holding the keys f
 
 def register(sub) -> None:
     """Add ``keys`` to the command's subparsers."""
-    add_commands(sub, [("keys", "make, list or remove the scoped API keys of `semsearch serve --keys-file`",
-                        add_keys_flags)])
+    add_commands(
+        sub, [("keys", "make, list or remove the scoped API keys of `semsearch serve --keys-file`", add_keys_flags)]
+    )
 
 
 def add_keys_flags(p: argparse.ArgumentParser) -> None:
@@ -32,9 +33,14 @@ def add_keys_flags(p: argparse.ArgumentParser) -> None:
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True, parser_class=Parser)
     add = actions.add_parser("add", help="make a key, print it once, and store its hash")
     add.add_argument("name", help="the key's name, shown in logs and 403 answers")
-    add.add_argument("--scope", action="append", required=True, metavar="COLLECTION:read|write|admin",
-                     help="what the key may do; repeat or separate with commas; '*' is every collection "
-                     "(write includes read; admin, the /admin/ routes such as snapshots, includes write)")
+    add.add_argument(
+        "--scope",
+        action="append",
+        required=True,
+        metavar="COLLECTION:read|write|admin",
+        help="what the key may do; repeat or separate with commas; '*' is every collection "
+        "(write includes read; admin, the /admin/ routes such as snapshots, includes write)",
+    )
     listing = actions.add_parser("list", help="the keys' names and scopes (never the keys)")
     remove = actions.add_parser("remove", help="remove a key: a server reading the file refuses it within seconds")
     remove.add_argument("name")
@@ -62,8 +68,10 @@ def run_keys(args) -> int:
             if name not in {k.name for k in ring.keys}:
                 raise UsageError(f"{path} has no key named {name!r}")
             save(path, KeyRing([k for k in ring.keys if k.name != name]))
-        print(f"semsearch: removed key {name!r} from {path}; a server reading this file refuses it within seconds",
-              file=sys.stderr)
+        print(
+            f"semsearch: removed key {name!r} from {path}; a server reading this file refuses it within seconds",
+            file=sys.stderr,
+        )
         return EXIT_OK
     scopes = parse_scopes(",".join(args.scope))
     token = new_token()
@@ -73,8 +81,11 @@ def run_keys(args) -> int:
             raise UsageError(f"{path} already has a key named {name!r}: remove it first, or choose another name")
         save(path, ring.merged(KeyRing([ApiKey(name, digest(token), scopes)])))
     print(token)
-    print(f"semsearch: key {name!r} ({', '.join(f'{c}:{a}' for c, a in sorted(scopes.items()))}) added to {path}; "
-          "this is the only time it is shown", file=sys.stderr)
+    print(
+        f"semsearch: key {name!r} ({', '.join(f'{c}:{a}' for c, a in sorted(scopes.items()))}) added to {path}; "
+        "this is the only time it is shown",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -93,8 +104,10 @@ def locked(path: Path) -> Iterator[None]:
         with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S, mode=0o600):
             yield
     except Timeout:
-        raise UsageError(f"{path} is being changed by another `semsearch keys` (it has held {lock_path} for over "
-                         f"{LOCK_TIMEOUT_S:g} s); try again") from None
+        raise UsageError(
+            f"{path} is being changed by another `semsearch keys` (it has held {lock_path} for over "
+            f"{LOCK_TIMEOUT_S:g} s); try again"
+        ) from None
 
 
 def save(path: Path, ring) -> None:

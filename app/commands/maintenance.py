@@ -11,15 +11,22 @@ from app.commands.base import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, add_collect
 
 def register(sub) -> None:
     """Add ``delete``, ``info``, ``compact``, ``upgrade``, ``check``, ``snapshot`` and ``restore`` to the subparsers."""
-    add_commands(sub, [
-        ("delete", "delete documents by id", add_delete_flags),
-        ("info", "show a collection's size, model, settings and segments", add_info_flags),
-        ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
-        ("upgrade", "bring an older collection up to date: its format, int8 rescoring rows", add_upgrade_flags),
-        ("check", "verify every file of a collection against its checksums; --repair drops damage", add_check_flags),
-        ("snapshot", "copy a collection's last commit to a new directory while writers go on", add_snapshot_flags),
-        ("restore", "make a snapshot a live collection in a new directory", add_restore_flags),
-    ])
+    add_commands(
+        sub,
+        [
+            ("delete", "delete documents by id", add_delete_flags),
+            ("info", "show a collection's size, model, settings and segments", add_info_flags),
+            ("compact", "merge a collection's segments into one, dropping deleted rows", add_compact_flags),
+            ("upgrade", "bring an older collection up to date: its format, int8 rescoring rows", add_upgrade_flags),
+            (
+                "check",
+                "verify every file of a collection against its checksums; --repair drops damage",
+                add_check_flags,
+            ),
+            ("snapshot", "copy a collection's last commit to a new directory while writers go on", add_snapshot_flags),
+            ("restore", "make a snapshot a live collection in a new directory", add_restore_flags),
+        ],
+    )
 
 
 def add_delete_flags(p: argparse.ArgumentParser) -> None:
@@ -41,11 +48,18 @@ def add_compact_flags(p: argparse.ArgumentParser) -> None:
     from retriever.search.vector_index import CODES
 
     add_collection_arg(p)
-    p.add_argument("--index-codes", choices=CODES,
-                   help="switch what the vector indexes hold: float32 vectors, compressed 1-bit codes rescored "
-                   "from float32 rows on disk (large segments), or always compressed; no re-embedding")
-    p.add_argument("--max-segment-chunks", type=int, metavar="N",
-                   help="largest segment written (default 1,000,000 chunks: a merge holds about 9 KB per chunk)")
+    p.add_argument(
+        "--index-codes",
+        choices=CODES,
+        help="switch what the vector indexes hold: float32 vectors, compressed 1-bit codes rescored "
+        "from float32 rows on disk (large segments), or always compressed; no re-embedding",
+    )
+    p.add_argument(
+        "--max-segment-chunks",
+        type=int,
+        metavar="N",
+        help="largest segment written (default 1,000,000 chunks; a merge's memory grows with it)",
+    )
     p.set_defaults(handler=run_compact)
 
 
@@ -59,8 +73,12 @@ def add_upgrade_flags(p: argparse.ArgumentParser) -> None:
 def add_check_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch check``: ``-c``, ``--repair`` and ``--json``."""
     add_collection_arg(p)
-    p.add_argument("--repair", action="store_true", help="publish a new generation without the damaged segments' "
-                   "documents and print their ids (one a line) for re-indexing")
+    p.add_argument(
+        "--repair",
+        action="store_true",
+        help="publish a new generation without the damaged segments' "
+        "documents and print their ids (one a line) for re-indexing",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run_check)
 
@@ -68,7 +86,9 @@ def add_check_flags(p: argparse.ArgumentParser) -> None:
 def add_snapshot_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch snapshot``: ``-c``, the destination and ``--json``."""
     add_collection_arg(p)
-    p.add_argument("dest", metavar="DEST", help="new directory for the snapshot (hard links where the file system allows)")
+    p.add_argument(
+        "dest", metavar="DEST", help="new directory for the snapshot (hard links where the file system allows)"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=run_snapshot)
 
@@ -119,15 +139,27 @@ def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
         ("documents", info["documents"]),
         ("chunks", info["chunks"]),
         ("model", f"{info['model']} (dim {info['dim']}, sha256 {info['model_sha256'][:12]})"),
-        ("backend", f"{encoder['backend']}"
-                    + (f" for passages, {encoder['query_backend']} for queries"
-                       if encoder["query_backend"] != encoder["backend"] else "")
-                    + f" ({encoder['threads']} threads{', measured on this machine' if encoder.get('measured') else ''})"),
+        (
+            "backend",
+            f"{encoder['backend']}"
+            + (
+                f" for passages, {encoder['query_backend']} for queries"
+                if encoder["query_backend"] != encoder["backend"]
+                else ""
+            )
+            + f" ({encoder['threads']} threads{', measured on this machine' if encoder.get('measured') else ''})",
+        ),
         ("chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
         ("index", info["index"]),
         ("catalog", info["catalog"]),
-        ("taggers", "; ".join(f"{name} ({t['method']}: {', '.join(map(str, t['labels']))})"
-                              for name, t in info["taggers"].items()) or "none"),
+        ("languages", ", ".join(f"{code} {n}" for code, n in info["languages"]["documents"].items()) or "none"),
+        (
+            "taggers",
+            "; ".join(
+                f"{name} ({t['method']}: {', '.join(map(str, t['labels']))})" for name, t in info["taggers"].items()
+            )
+            or "none",
+        ),
         ("size", f"{info['size_bytes'] / 1e6:.1f} MB"),
         ("created", info["created_at"]),
         ("updated", info["updated_at"]),
@@ -166,9 +198,12 @@ def run_snapshot(args) -> int:
         report = collection.snapshot(args.dest)
     if args.json:
         print(json.dumps(report.to_dict()))
-    print(f"snapshot of {args.collection} at generation {report.generation} in {report.path}: "
-          f"{report.documents:,} document(s), {report.segments} segment(s), {report.linked} file(s) linked, "
-          f"{report.copied} copied, {report.bytes / 1e6:.1f} MB, {report.seconds:.2f} s", file=sys.stderr)
+    print(
+        f"snapshot of {args.collection} at generation {report.generation} in {report.path}: "
+        f"{report.documents:,} document(s), {report.segments} segment(s), {report.linked} file(s) linked, "
+        f"{report.copied} copied, {report.bytes / 1e6:.1f} MB, {report.seconds:.2f} s",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -180,8 +215,11 @@ def run_restore(args) -> int:
         info = collection.info()
     if args.json:
         print(json.dumps({"path": str(args.dest), "documents": info["documents"], "generation": info["generation"]}))
-    print(f"restored {args.snapshot} to {args.dest}: {info['documents']:,} document(s) at generation "
-          f"{info['generation']}", file=sys.stderr)
+    print(
+        f"restored {args.snapshot} to {args.dest}: {info['documents']:,} document(s) at generation "
+        f"{info['generation']}",
+        file=sys.stderr,
+    )
     return EXIT_OK
 
 
@@ -198,14 +236,20 @@ def run_check(args) -> int:
     for refused in report.unreadable:
         print(f"cannot be read: {refused.segment}/{refused.file}: {refused.reason}", file=sys.stderr)
     if report.unreadable and args.repair:
-        print(f"repair refused: {len(report.unreadable)} file(s) could not be read, so nothing was dropped; "
-              "give semsearch access to them and run check again", file=sys.stderr)
+        print(
+            f"repair refused: {len(report.unreadable)} file(s) could not be read, so nothing was dropped; "
+            "give semsearch access to them and run check again",
+            file=sys.stderr,
+        )
     ids = sorted({doc_id for found in report.documents.values() for doc_id in found})
     if report.unverified:
         print(f"no checksums recorded (written by an older semsearch): {', '.join(report.unverified)}", file=sys.stderr)
-    print(f"checked generation {report.generation}: {report.segments} segment(s), {report.files} file(s), "
-          f"{report.bytes / 1e6:.1f} MB; {len(report.damaged)} damaged file(s) holding {len(ids)} document(s)"
-          + ("; repaired: those documents are gone, re-index them" if report.repaired else ""), file=sys.stderr)
+    print(
+        f"checked generation {report.generation}: {report.segments} segment(s), {report.files} file(s), "
+        f"{report.bytes / 1e6:.1f} MB; {len(report.damaged)} damaged file(s) holding {len(ids)} document(s)"
+        + ("; repaired: those documents are gone, re-index them" if report.repaired else ""),
+        file=sys.stderr,
+    )
     if report.repaired and not args.json:
         print("\n".join(ids))
     return EXIT_OK if report.ok or (report.repaired and not report.unreadable) else EXIT_FAILURE

@@ -1,7 +1,9 @@
 """``semsearch ui`` (Streamlit), ``semsearch serve`` (the HTTP API) and ``semsearch mcp``: long-running services.
 
-Both refuse to listen beyond loopback without a password or key, and check
-that the address can be listened on before anything is loaded.
+The UI and the API refuse to listen beyond loopback without a password or
+key, and check that the address can be listened on before anything is
+loaded. ``serve --watch DIR`` keeps the served collection in sync with
+folders from a thread of the server (``app.commands.watching.watch_beside``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from app.commands.base import EXIT_FAILURE, EXIT_OK, UsageError, add_collection_arg, add_commands
+from app.commands.watching import add_serve_watch_flags, check_serve_watch, watch_beside
 from app.loopback import is_loopback, named_hosts
 from app.ui import PAGE_SCRIPT
 
@@ -24,23 +27,32 @@ UI_PASSWORD_ENV = "SEMSEARCH_UI_PASSWORD"  # read by the UI (app.ui.signin), whi
 
 def register(sub) -> None:
     """Add ``ui``, ``serve`` and ``mcp`` to the command's subparsers."""
-    add_commands(sub, [
-        ("ui", "start the search UI in the browser (Streamlit)", add_ui_flags),
-        ("serve", "start the HTTP API (FastAPI; OpenAPI docs at /docs)", add_serve_flags),
-        ("mcp", "serve a collection to MCP clients over stdio or HTTP (tools: search, fetch, fields)",
-         add_mcp_flags),
-    ])
+    add_commands(
+        sub,
+        [
+            ("ui", "start the search UI in the browser (Streamlit)", add_ui_flags),
+            ("serve", "start the HTTP API (FastAPI; OpenAPI docs at /docs)", add_serve_flags),
+            (
+                "mcp",
+                "serve a collection to MCP clients over stdio or HTTP (tools: search, fetch, fields)",
+                add_mcp_flags,
+            ),
+        ],
+    )
 
 
 def add_mcp_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch mcp``: ``-c``, and ``--http`` with its address and key."""
     add_collection_arg(p)
-    p.add_argument("--http", action="store_true",
-                   help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP at http://HOST:PORT/mcp instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8001, help="with --http: port (default 8001)")
-    p.add_argument("--api-key", metavar="KEY", help="with --http: require this key on every request; needed to "
-                   "listen on any address but loopback (prefer $SEMSEARCH_API_KEY or --api-key-file)")
+    p.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="with --http: require this key on every request; needed to "
+        "listen on any address but loopback (prefer $SEMSEARCH_API_KEY or --api-key-file)",
+    )
     p.add_argument("--api-key-file", metavar="FILE", help="with --http: read the key from the first line of FILE")
     p.set_defaults(handler=run_mcp)
 
@@ -67,20 +79,30 @@ def run_mcp(args) -> int:
     check_address(args.host, args.port, key)
     from app.mcp_server import serve_http
 
-    print(f"semsearch: MCP for {args.collection} at http://{args.host}:{args.port}/mcp"
-          f"{' (API key required)' if key else ''}", file=sys.stderr)
+    print(
+        f"semsearch: MCP for {args.collection} at http://{args.host}:{args.port}/mcp"
+        f"{' (API key required)' if key else ''}",
+        file=sys.stderr,
+    )
     serve_http(args.collection, args.host, args.port, key)
     return EXIT_OK
 
 
 def add_ui_flags(p: argparse.ArgumentParser) -> None:
     """Flags of ``semsearch ui``: ``-c`` (a collection or a folder of them), ``--host``, ``--port``."""
-    p.add_argument("-c", "--collection", required=True, metavar="DIR",
-                   help="collection directory, or a folder whose sub-folders are collections")
+    p.add_argument(
+        "-c",
+        "--collection",
+        required=True,
+        metavar="DIR",
+        help="collection directory, or a folder whose sub-folders are collections",
+    )
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address to listen on (default 127.0.0.1; any other address needs a password "
-                   "in $SEMSEARCH_UI_PASSWORD)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1; any other address needs a password in $SEMSEARCH_UI_PASSWORD)",
+    )
     p.set_defaults(handler=run_ui)
 
 
@@ -89,31 +111,78 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     require_api_extra()
     from app.server.limits import DEFAULT_DEADLINE_S
 
-    p.add_argument("-c", "--collection", required=True, action="append", metavar="[NAME=]DIR",
-                   help="collection directory; repeat as NAME=DIR to serve several, each under "
-                   "/collections/NAME, or give a folder whose sub-folders are collections")
+    p.add_argument(
+        "-c",
+        "--collection",
+        required=True,
+        action="append",
+        metavar="[NAME=]DIR",
+        help="collection directory; repeat as NAME=DIR to serve several, each under "
+        "/collections/NAME, or give a folder whose sub-folders are collections",
+    )
+    add_access_flags(p)
+    add_service_flags(p, DEFAULT_DEADLINE_S)
+    add_serve_watch_flags(p)
+    p.set_defaults(handler=run_serve)
+
+
+def add_access_flags(p: argparse.ArgumentParser) -> None:
+    """``serve``'s address and keys: where it listens and whom it answers."""
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    p.add_argument("--api-key", metavar="KEY", help="require this key on every route but /health; needed to listen "
-                   "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
-                   "--api-key-file")
+    p.add_argument(
+        "--api-key",
+        metavar="KEY",
+        help="require this key on every route but /health; needed to listen "
+        "on any address but loopback. Other users see it in `ps`: prefer $SEMSEARCH_API_KEY or "
+        "--api-key-file",
+    )
     p.add_argument("--api-key-file", metavar="FILE", help="read the key from the first line of FILE instead")
-    p.add_argument("--keys-file", metavar="FILE", help="keys scoped to read, write or administer each collection, "
-                   "stored as hashes (make them with `semsearch keys add`), read again when the file changes or on "
-                   "SIGHUP; also taken from $SEMSEARCH_KEYS")
-    p.add_argument("--snapshot-root", metavar="DIR", help="keep snapshots taken over HTTP (POST /admin/snapshot, "
-                   "an admin scope) in DIR/<collection>/<name>, a folder apart from the collections; without it "
-                   "the service takes none")
-    p.add_argument("--max-snapshots", type=int, default=20, metavar="N",
-                   help="snapshots of a collection kept under --snapshot-root at most (default %(default)s)")
-    p.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, metavar="SECONDS",
-                   help="stop a request that runs longer and answer 503 (default %(default)g)")
-    p.add_argument("--access-log", action="store_true",
-                   help="print a line per request (off by default: it costs every request time)")
-    p.add_argument("--workers", type=int, default=1, metavar="N",
-                   help="serve from N processes sharing the port, each with its own encoder on an N-th of the "
-                   "cores and its own memory (default 1)")
-    p.set_defaults(handler=run_serve)
+    p.add_argument(
+        "--keys-file",
+        metavar="FILE",
+        help="keys scoped to read, write or administer each collection, "
+        "stored as hashes (make them with `semsearch keys add`), read again when the file changes or on "
+        "SIGHUP; also taken from $SEMSEARCH_KEYS",
+    )
+
+
+def add_service_flags(p: argparse.ArgumentParser, default_deadline_s: float) -> None:
+    """``serve``'s snapshots, deadline, access log and worker processes."""
+    p.add_argument(
+        "--snapshot-root",
+        metavar="DIR",
+        help="keep snapshots taken over HTTP (POST /admin/snapshot, "
+        "an admin scope) in DIR/<collection>/<name>, a folder apart from the collections; without it "
+        "the service takes none",
+    )
+    p.add_argument(
+        "--max-snapshots",
+        type=int,
+        default=20,
+        metavar="N",
+        help="snapshots of a collection kept under --snapshot-root at most (default %(default)s)",
+    )
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=default_deadline_s,
+        metavar="SECONDS",
+        help="stop a request that runs longer and answer 503 (default %(default)g)",
+    )
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        help="print a line per request (off by default: it costs every request time)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="serve from N processes sharing the port, each with its own encoder on an N-th of the "
+        "cores and its own memory (default 1)",
+    )
 
 
 def run_ui(args) -> int:
@@ -126,15 +195,37 @@ def run_ui(args) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise UsageError("the UI needs Streamlit: pip install 'semsearch[ui]'")
     if not is_loopback(args.host) and not os.environ.get(UI_PASSWORD_ENV):
-        raise UsageError(f"refusing to serve the UI on {args.host} without a password: set {UI_PASSWORD_ENV} "
-                         "(every browser session must then enter it), or keep --host on loopback")
+        raise UsageError(
+            f"refusing to serve the UI on {args.host} without a password: set {UI_PASSWORD_ENV} "
+            "(every browser session must then enter it), or keep --host on loopback"
+        )
     check_listen(args.host, args.port)
-    argv = [sys.executable, "-m", "streamlit", "run", str(PAGE_SCRIPT),
-            "--server.address", args.host, "--server.port", str(args.port), "--server.headless", "true",
-            "--server.fileWatcherType", "none", "--server.maxUploadSize", "50",
-            "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal",
-            "--client.showErrorDetails", "none", "--theme.primaryColor", "#4f46e5",
-            *ui_allowed_hosts(args.host)]
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(PAGE_SCRIPT),
+        "--server.address",
+        args.host,
+        "--server.port",
+        str(args.port),
+        "--server.headless",
+        "true",
+        "--server.fileWatcherType",
+        "none",
+        "--server.maxUploadSize",
+        "50",
+        "--browser.gatherUsageStats",
+        "false",
+        "--client.toolbarMode",
+        "minimal",
+        "--client.showErrorDetails",
+        "none",
+        "--theme.primaryColor",
+        "#4f46e5",
+        *ui_allowed_hosts(args.host),
+    ]
     env = dict(os.environ, SEMSEARCH_UI_COLLECTION=str(root.resolve()))
     print(f"semsearch: UI for {root} at http://{args.host}:{args.port}", file=sys.stderr)
     sys.stdout.flush()
@@ -161,42 +252,84 @@ def run_serve(args) -> int:
     """Serve the collections on uvicorn, in one process or ``--workers`` processes sharing the port."""
     import uvicorn
 
-    from app.server import API_KEY_ENV, create_app
-    from app.server.multi import PREFIX, create_multi_app
+    from app.server import API_KEY_ENV
     from app.server.service import key_ring
 
     check_serve_args(args)
     collections, mounted = served_collections(args.collection)
+    check_serve_watch(args, mounted)
     ring = key_ring(api_key(args, os.environ.get(API_KEY_ENV)), scoped_keys(args.keys_file))
     check_address(args.host, args.port, bool(ring))
     warn_unserved_scopes(ring, collections)
-    options = {"host": args.host, "port": args.port, "log_level": "info", "server_header": False,
-               "access_log": args.access_log}
+    options = {
+        "host": args.host,
+        "port": args.port,
+        "log_level": "info",
+        "server_header": False,
+        "access_log": args.access_log,
+    }
     ready_dir = None
     if args.workers > 1:  # worker processes build the app themselves, from these settings
         ready_dir = prepare_workers(args, collections, mounted, ring)
         app, options = "app.server:app_from_environment", options | {"factory": True, "workers": args.workers}
-    elif mounted:
-        app = create_multi_app(collections, keys=ring, deadline_s=args.deadline, allowed_hosts=(args.host,),
-                               snapshot_root=args.snapshot_root, max_snapshots=args.max_snapshots)
     else:
-        (name, path), = collections.items()
-        app = create_app(path, keys=ring, name=name, deadline_s=args.deadline, allowed_hosts=(args.host,),
-                         snapshot_root=args.snapshot_root, max_snapshots=args.max_snapshots)
+        app = serving_app(args, collections, mounted, ring)
+        if args.watch:
+            watch_beside(app, args)  # the collection kept in sync with folders, in a thread of this process
     if args.workers == 1 and hasattr(ring, "reload_on"):
         ring.reload_on(signal.SIGHUP)  # with workers, SIGHUP makes uvicorn replace them: they read the file anew
-    where = (", ".join(f"{n} at {PREFIX}/{n}" for n in collections) if mounted
-             else f"{next(iter(collections.values()))} (scopes name it {next(iter(collections))!r})" if ring
-             else str(next(iter(collections.values()))))
-    print(f"semsearch: serving {where} on http://{args.host}:{args.port} (API docs at /docs"
-          f"{f'; {len(ring)} key(s) accepted' if ring else ''}"
-          f"{f'; {args.workers} worker processes' if args.workers > 1 else ''})", file=sys.stderr)
+    print_serving(args, collections, mounted, ring)
     try:
         uvicorn.run(app, **options)
     finally:
         if ready_dir is not None:
             shutil.rmtree(ready_dir, ignore_errors=True)
     return EXIT_OK
+
+
+def serving_app(args, collections: dict[str, Path], mounted: bool, ring):
+    """The one-process ASGI app: the collections mounted by name, or the one collection at the root."""
+    from app.server import create_app
+    from app.server.multi import create_multi_app
+
+    if mounted:
+        return create_multi_app(
+            collections,
+            keys=ring,
+            deadline_s=args.deadline,
+            allowed_hosts=(args.host,),
+            snapshot_root=args.snapshot_root,
+            max_snapshots=args.max_snapshots,
+        )
+    ((name, path),) = collections.items()
+    return create_app(
+        path,
+        keys=ring,
+        name=name,
+        deadline_s=args.deadline,
+        allowed_hosts=(args.host,),
+        snapshot_root=args.snapshot_root,
+        max_snapshots=args.max_snapshots,
+    )
+
+
+def print_serving(args, collections: dict[str, Path], mounted: bool, ring) -> None:
+    """One line on stderr: what is served where, with how many keys and workers."""
+    from app.server.multi import PREFIX
+
+    where = (
+        ", ".join(f"{n} at {PREFIX}/{n}" for n in collections)
+        if mounted
+        else f"{next(iter(collections.values()))} (scopes name it {next(iter(collections))!r})"
+        if ring
+        else str(next(iter(collections.values())))
+    )
+    print(
+        f"semsearch: serving {where} on http://{args.host}:{args.port} (API docs at /docs"
+        f"{f'; {len(ring)} key(s) accepted' if ring else ''}"
+        f"{f'; {args.workers} worker processes' if args.workers > 1 else ''})",
+        file=sys.stderr,
+    )
 
 
 def served_collections(values: list[str]) -> tuple[dict[str, Path], bool]:
@@ -259,8 +392,9 @@ def warn_unserved_scopes(ring, collections: dict[str, Path]) -> None:
     for key in ring.keys:
         missing = sorted(set(key.scopes) - set(collections) - {"*"})
         if missing:
-            print(f"semsearch: note: key {key.name!r} is scoped to {', '.join(missing)}, not served here",
-                  file=sys.stderr)
+            print(
+                f"semsearch: note: key {key.name!r} is scoped to {', '.join(missing)}, not served here", file=sys.stderr
+            )
 
 
 def api_key(args, from_env: str | None) -> str | None:
@@ -297,8 +431,9 @@ def check_address(host: str, port: int, key: str | bool | None) -> None:
     from app.server import API_KEY_ENV
 
     if not key and not is_loopback(host):
-        raise UsageError(f"refusing to listen on {host} without an API key: pass --api-key or --keys-file, "
-                         f"or set {API_KEY_ENV}")
+        raise UsageError(
+            f"refusing to listen on {host} without an API key: pass --api-key or --keys-file, or set {API_KEY_ENV}"
+        )
     check_listen(host, port)
 
 
@@ -330,8 +465,9 @@ def prepare_workers(args, collections: dict[str, Path], mounted: bool, ring) -> 
     metrics_dir = Path(ready_dir) / "metrics"  # every worker's counts, so that /metrics reports them all
     metrics_dir.mkdir()
     os.environ.setdefault(MULTIPROCESS_ENV, str(metrics_dir))
-    os.environ[SERVE_ENV] = worker_settings(collections, mounted, args.deadline, ready_dir, args.workers,
-                                            (args.host,), snapshot_root, args.max_snapshots)
+    os.environ[SERVE_ENV] = worker_settings(
+        collections, mounted, args.deadline, ready_dir, args.workers, (args.host,), snapshot_root, args.max_snapshots
+    )
     if isinstance(ring, ReloadingKeyRing):  # each worker reads the file itself, and again when it changes
         os.environ[KEYS_ENV], os.environ[KEYS_FILE_ENV] = ring.fixed.text(), str(Path(ring.path).resolve())
     else:

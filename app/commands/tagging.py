@@ -1,10 +1,10 @@
 """``semsearch tag``: label a few documents, and every document gets the label as metadata.
 
-    semsearch tag -c DIR --field topic --examples labels.jsonl            # train, label everything
-    semsearch tag -c DIR --field topic --examples labels.jsonl --evaluate # embeddings against TF-IDF
-    semsearch tag -c DIR --field topic --examples labels.jsonl --dry-run  # label counts only
-    semsearch tag -c DIR --field topic --stale                            # documents it has not labelled
-    semsearch tag -c DIR --list                                           # the collection's taggers
+semsearch tag -c DIR --field topic --examples labels.jsonl            # train, label everything
+semsearch tag -c DIR --field topic --examples labels.jsonl --evaluate # embeddings against TF-IDF
+semsearch tag -c DIR --field topic --examples labels.jsonl --dry-run  # label counts only
+semsearch tag -c DIR --field topic --stale                            # documents it has not labelled
+semsearch tag -c DIR --list                                           # the collection's taggers
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from app.commands.base import EXIT_OK, UsageError, add_collection_arg, add_comma
 
 def register(sub) -> None:
     """Add ``tag`` to the command's subparsers."""
-    add_commands(sub, [("tag", "learn a metadata field from a few labelled examples and tag every document",
-                        add_tag_flags)])
+    add_commands(
+        sub, [("tag", "learn a metadata field from a few labelled examples and tag every document", add_tag_flags)]
+    )
 
 
 def add_tag_flags(p: argparse.ArgumentParser) -> None:
@@ -30,17 +31,30 @@ def add_tag_flags(p: argparse.ArgumentParser) -> None:
     defaults = parameter_defaults(Collection.tag)
     add_collection_arg(p)
     p.add_argument("--field", metavar="NAME", help="metadata field the labels go into")
-    p.add_argument("--examples", metavar="FILE",
-                   help="labelled examples, JSONL or CSV: label plus id (a document here) or text")
-    p.add_argument("--method", choices=(AUTO, *METHODS), default=defaults["method"],
-                   help="embedding: logistic regression on the stored vectors; tfidf: on TF-IDF; "
-                        "auto: the better of the two in cross-validation (default %(default)s)")
-    p.add_argument("--min-probability", type=float, default=defaults["min_probability"], metavar="P",
-                   help="leave the field empty below this probability (default %(default)s)")
+    p.add_argument(
+        "--examples", metavar="FILE", help="labelled examples, JSONL or CSV: label plus id (a document here) or text"
+    )
+    p.add_argument(
+        "--method",
+        choices=(AUTO, *METHODS),
+        default=defaults["method"],
+        help="embedding: logistic regression on the stored vectors; tfidf: on TF-IDF; "
+        "auto: the better of the two in cross-validation (default %(default)s)",
+    )
+    p.add_argument(
+        "--min-probability",
+        type=float,
+        default=defaults["min_probability"],
+        metavar="P",
+        help="leave the field empty below this probability (default %(default)s)",
+    )
     action = p.add_mutually_exclusive_group()
     action.add_argument("--dry-run", action="store_true", help="report the label counts; write nothing")
-    action.add_argument("--evaluate", action="store_true",
-                        help="cross-validate embeddings against TF-IDF on the examples; write nothing")
+    action.add_argument(
+        "--evaluate",
+        action="store_true",
+        help="cross-validate embeddings against TF-IDF on the examples; write nothing",
+    )
     action.add_argument("--stale", action="store_true", help="list documents the field's tagger has not labelled")
     action.add_argument("--list", action="store_true", help="list the collection's taggers")
     p.add_argument("--folds", type=int, metavar="K", help="cross-validation folds (default 5, fewer for few examples)")
@@ -71,9 +85,14 @@ def run_tag(args) -> int:
             return EXIT_OK
         if args.evaluate:
             return _print(args, collection.evaluate_tags(args.examples, folds=args.folds).to_dict(), evaluation_text)
-        report = collection.tag(args.field, args.examples, method=args.method,
-                                min_probability=args.min_probability, dry_run=args.dry_run,
-                                progress=not args.quiet)
+        report = collection.tag(
+            args.field,
+            args.examples,
+            method=args.method,
+            min_probability=args.min_probability,
+            dry_run=args.dry_run,
+            progress=not args.quiet,
+        )
     return _print(args, report.to_dict(), report_text)
 
 
@@ -87,8 +106,9 @@ def evaluation_text(evaluation: dict) -> str:
     lines = [f"{evaluation['examples']} examples"]
     scores = evaluation["scores"]
     if not scores:
-        return "\n".join(lines + [f"no cross-validation: {evaluation['reason']}",
-                                  f"tag would use: {evaluation['chosen']}"])
+        return "\n".join(
+            lines + [f"no cross-validation: {evaluation['reason']}", f"tag would use: {evaluation['chosen']}"]
+        )
     lines[0] += f", {evaluation['folds']}-fold stratified cross-validation"
     methods = list(scores)
     lines.append(f"{'method':<12}{'accuracy':>10}{'macro-F1':>10}")
@@ -119,9 +139,11 @@ def report_text(report: dict) -> str:
     if report["dry_run"]:
         lines.append("dry run: nothing written")
     else:
-        lines.append(f"wrote {report['field']!r} and {report['field']}_probability to {report['written']:,} "
-                     f"document(s) in generation {report['generation']} ({report['seconds']:.1f} s); "
-                     "documents added from now on are tagged when they are committed")
+        lines.append(
+            f"wrote {report['field']!r} and {report['field']}_probability to {report['written']:,} "
+            f"document(s) in generation {report['generation']} ({report['seconds']:.1f} s); "
+            "documents added from now on are tagged when they are committed"
+        )
     return "\n".join(lines)
 
 

@@ -53,5 +53,13 @@ from app.server.multi import app_from_environment, create_multi_app
 from app.server.service import create_app
 from app.server.workers import WorkerGroup
 
-__all__ = ["create_app", "create_multi_app", "app_from_environment", "WorkerGroup", "API_KEY_ENV", "SERVE_ENV", "MAX_BODY_BYTES",
-           "DEFAULT_DEADLINE_S"]
+__all__ = [
+    "create_app",
+    "create_multi_app",
+    "app_from_environment",
+    "WorkerGroup",
+    "API_KEY_ENV",
+    "SERVE_ENV",
+    "MAX_BODY_BYTES",
+    "DEFAULT_DEADLINE_S",
+]

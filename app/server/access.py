@@ -56,8 +56,9 @@ def new_token() -> str:
 def check_name(name: str, what: str) -> str:
     """``name`` when it is 1-64 letters, digits, ``_``, ``.`` or ``-`` (not first); else ``BadInputError``."""
     if not _NAME.match(name or ""):
-        raise BadInputError(f"{what} {name!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a "
-                            "letter or digit")
+        raise BadInputError(
+            f"{what} {name!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
     return name
 
 
@@ -90,8 +91,10 @@ def parse_scopes(text: str) -> dict[str, str]:
     for part in filter(None, (p.strip() for p in text.split(","))):
         collection, sep, action = part.rpartition(":")
         if not sep or action not in ACTIONS:
-            raise BadInputError(f"scope {part!r}: write COLLECTION:read, COLLECTION:write or COLLECTION:admin "
-                                "('*' for every collection)")
+            raise BadInputError(
+                f"scope {part!r}: write COLLECTION:read, COLLECTION:write or COLLECTION:admin "
+                "('*' for every collection)"
+            )
         if collection != ALL:
             check_name(collection, "scope collection")
         if not includes(scopes.get(collection), action):
@@ -143,9 +146,11 @@ class KeyRing:
                 if len(parts) != 3:
                     raise BadInputError("expected NAME sha256:HEX SCOPE[,SCOPE...]")
                 name, hashed, scopes = parts
-                if not (hashed.startswith(HASH_PREFIX) and _HEX.match(hashed[len(HASH_PREFIX):])):
-                    raise BadInputError("the hash must be 'sha256:' and 64 lower-case hex digits (keys are "
-                                        "stored only as hashes: make one with `semsearch keys add`)")
+                if not (hashed.startswith(HASH_PREFIX) and _HEX.match(hashed[len(HASH_PREFIX) :])):
+                    raise BadInputError(
+                        "the hash must be 'sha256:' and 64 lower-case hex digits (keys are "
+                        "stored only as hashes: make one with `semsearch keys add`)"
+                    )
                 keys.append(ApiKey(check_name(name, "key name"), hashed, parse_scopes(scopes)))
             except BadInputError as exc:
                 raise BadInputError(f"{source}, entry {number}: {exc}") from None
@@ -220,10 +225,14 @@ class AccessMiddleware:
         token = presented_key(dict(scope.get("headers") or []))
         key = None if token is None else self.keys.match(token)
         if key is None:
-            problem = ("missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
-                       if token is None else "wrong API key")
-            response = AsciiJSONResponse(error_body(path, problem, 401), status_code=401,
-                                         headers={"WWW-Authenticate": "Bearer"})
+            problem = (
+                "missing API key: send 'Authorization: Bearer <key>' or 'X-API-Key: <key>'"
+                if token is None
+                else "wrong API key"
+            )
+            response = AsciiJSONResponse(
+                error_body(path, problem, 401), status_code=401, headers={"WWW-Authenticate": "Bearer"}
+            )
             return await response(scope, receive, send)
         collection, route = self.resolve(path)
         needed = needed_access(scope.get("method", "GET"), route)
@@ -231,8 +240,9 @@ class AccessMiddleware:
         if collection is None or includes(granted, needed):
             scope.setdefault("state", {})["api_key"] = key
             return await self.app(scope, receive, send)
-        response = AsciiJSONResponse(error_body(path, f"forbidden: {refusal(key, collection, granted, needed)}", 403),
-                                     status_code=403)
+        response = AsciiJSONResponse(
+            error_body(path, f"forbidden: {refusal(key, collection, granted, needed)}", 403), status_code=403
+        )
         await response(scope, receive, send)
 
 

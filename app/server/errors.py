@@ -45,8 +45,9 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = HTTP_DETAILS.get(str(exc.detail), exc.detail)
-        return AsciiJSONResponse(error_body(request.url.path, detail, exc.status_code), status_code=exc.status_code,
-                                 headers=exc.headers)
+        return AsciiJSONResponse(
+            error_body(request.url.path, detail, exc.status_code), status_code=exc.status_code, headers=exc.headers
+        )
 
     @app.exception_handler(BadInputError)
     async def bad_input(request: Request, exc: BadInputError) -> JSONResponse:
@@ -69,8 +70,9 @@ def add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return AsciiJSONResponse({"detail": f"internal error ({type(exc).__name__}); see the server log"},
-                                 status_code=500)
+        return AsciiJSONResponse(
+            {"detail": f"internal error ({type(exc).__name__}); see the server log"}, status_code=500
+        )
 
 
 def shown(request: Request, exc: Exception) -> str:
@@ -94,8 +96,9 @@ def validation_errors(raw: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
 
 def validation_detail(errors: list[dict[str, str]]) -> str:
     """The first few errors as ``"field: message; ..."``, then how many more there are."""
-    detail = "; ".join(f"{e['field']}: {plain(e['message'])}" if e["field"] else plain(e["message"])
-                       for e in errors[:SHOWN_ERRORS])
+    detail = "; ".join(
+        f"{e['field']}: {plain(e['message'])}" if e["field"] else plain(e["message"]) for e in errors[:SHOWN_ERRORS]
+    )
     if len(errors) > SHOWN_ERRORS:
         detail += f"; and {len(errors) - SHOWN_ERRORS} more"
     return detail

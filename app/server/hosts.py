@@ -27,9 +27,11 @@ class HostCheckMiddleware:
         if host_allowed(header, self.allowed):
             return await self.app(scope, receive, send)
         response = AsciiJSONResponse(
-            {"detail": f"host: without an API key this service answers only a loopback name or the address it "
-                       f"listens on, not {shown_host(header)!r} (another name may be a web page's; "
-                       "set an API key to serve other names)"},
+            {
+                "detail": f"host: without an API key this service answers only a loopback name or the address it "
+                f"listens on, not {shown_host(header)!r} (another name may be a web page's; "
+                "set an API key to serve other names)"
+            },
             status_code=403,
         )
         await response(scope, receive, send)

@@ -53,8 +53,14 @@ class ReloadingKeyRing:
         clock: Monotonic seconds (default ``time.monotonic``).
     """
 
-    def __init__(self, path: str | os.PathLike, fixed: KeyRing | None = None, *,
-                 check_every_s: float = CHECK_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        fixed: KeyRing | None = None,
+        *,
+        check_every_s: float = CHECK_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.path, self.fixed = Path(path), fixed or KeyRing()
         self.check_every_s, self.clock = check_every_s, clock
         try:
@@ -80,8 +86,7 @@ class ReloadingKeyRing:
 
     def merged(self, other: KeyRing) -> "ReloadingKeyRing":
         """The same file, with ``other``'s keys added to the fixed ones."""
-        return ReloadingKeyRing(self.path, self.fixed.merged(other), check_every_s=self.check_every_s,
-                                clock=self.clock)
+        return ReloadingKeyRing(self.path, self.fixed.merged(other), check_every_s=self.check_every_s, clock=self.clock)
 
     def text(self) -> str:
         """The keys in force, as a keys file."""

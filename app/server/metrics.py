@@ -43,16 +43,36 @@ class ServiceMetrics:
     def __init__(self, collection: Collection) -> None:
         self.registry = CollectorRegistry()
         self.collection = CollectionCollector(collection)
-        self.requests = Counter("semsearch_requests", "Requests answered, by route template, method and status.",
-                                ["route", "method", "status"], registry=self.registry)
-        self.latency = Histogram("semsearch_request_duration_seconds", "Request latency, by route template.",
-                                 ["route"], buckets=REQUEST_BUCKETS, registry=self.registry)
-        self.stages = Histogram("semsearch_search_stage_seconds", "Time of each stage of a search.",
-                                ["stage"], buckets=STAGE_BUCKETS, registry=self.registry)
-        self.writes = Histogram("semsearch_write_seconds", "Duration of each commit and merge.",
-                                ["operation"], buckets=WRITE_BUCKETS, registry=self.registry)
-        self.cancellations = Counter("semsearch_deadline_cancellations",
-                                     "Requests stopped at their deadline.", registry=self.registry)
+        self.requests = Counter(
+            "semsearch_requests",
+            "Requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "semsearch_request_duration_seconds",
+            "Request latency, by route template.",
+            ["route"],
+            buckets=REQUEST_BUCKETS,
+            registry=self.registry,
+        )
+        self.stages = Histogram(
+            "semsearch_search_stage_seconds",
+            "Time of each stage of a search.",
+            ["stage"],
+            buckets=STAGE_BUCKETS,
+            registry=self.registry,
+        )
+        self.writes = Histogram(
+            "semsearch_write_seconds",
+            "Duration of each commit and merge.",
+            ["operation"],
+            buckets=WRITE_BUCKETS,
+            registry=self.registry,
+        )
+        self.cancellations = Counter(
+            "semsearch_deadline_cancellations", "Requests stopped at their deadline.", registry=self.registry
+        )
         self.registry.register(self.collection)
         collection.timings.listen(self.timed)
 
@@ -73,16 +93,24 @@ class ServiceMetrics:
 class CollectionCollector:
     """Documents, chunks, segments and bytes of the collection as last committed, read at scrape time."""
 
-    FIELDS = (("documents", "Documents in the collection."), ("chunks", "Chunks (embedded passages)."),
-              ("segments", "Segments of the current generation."), ("bytes", "Size of the collection on disk."))
+    FIELDS = (
+        ("documents", "Documents in the collection."),
+        ("chunks", "Chunks (embedded passages)."),
+        ("segments", "Segments of the current generation."),
+        ("bytes", "Size of the collection on disk."),
+    )
 
     def __init__(self, collection: Collection) -> None:
         self.collection = collection
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         info = self.collection.info()
-        values = {"documents": info["documents"], "chunks": info["chunks"],
-                  "segments": len(info["segments"]), "bytes": info["size_bytes"]}
+        values = {
+            "documents": info["documents"],
+            "chunks": info["chunks"],
+            "segments": len(info["segments"]),
+            "bytes": info["size_bytes"],
+        }
         for name, help_text in self.FIELDS:
             yield GaugeMetricFamily(f"semsearch_{name}", help_text, value=values[name])
 

@@ -71,16 +71,26 @@ def create_multi_app(
     names = {check_name(name, "collection name"): path for name, path in collections.items()}
     ring = key_ring(api_key, keys)
     root = None if snapshot_root is None else check_snapshot_root(snapshot_root, map(Path, names.values()))
-    apps = {name: collection_app(path, deadline_s=deadline_s, warm_up=warm_up, description=describe(path, bool(ring)),
-                                 snapshots=None if root is None else CollectionSnapshots(root, name, max_snapshots))
-            for name, path in sorted(names.items())}
-    app = FastAPI(title="semsearch", version=package_version(),
-                  summary=f"Semantic search over {len(apps)} collection(s)",
-                  description="Each collection's routes are under `/collections/{name}`, with their own docs at "
-                              "`/collections/{name}/docs`. "
-                              + ("Keys are scoped to read, write or administer each collection." if ring
-                                 else "No API key is set."),
-                  lifespan=_lifespan(apps, workers), default_response_class=AsciiJSONResponse)
+    apps = {
+        name: collection_app(
+            path,
+            deadline_s=deadline_s,
+            warm_up=warm_up,
+            description=describe(path, bool(ring)),
+            snapshots=None if root is None else CollectionSnapshots(root, name, max_snapshots),
+        )
+        for name, path in sorted(names.items())
+    }
+    app = FastAPI(
+        title="semsearch",
+        version=package_version(),
+        summary=f"Semantic search over {len(apps)} collection(s)",
+        description="Each collection's routes are under `/collections/{name}`, with their own docs at "
+        "`/collections/{name}/docs`. "
+        + ("Keys are scoped to read, write or administer each collection." if ring else "No API key is set."),
+        lifespan=_lifespan(apps, workers),
+        default_response_class=AsciiJSONResponse,
+    )
     app.state.apps = apps
     add_error_handlers(app)
     for name, sub in apps.items():  # mounted before the routes, so that the catch-all of unknown names comes last
@@ -96,7 +106,7 @@ def _resolver(apps: Mapping[str, FastAPI]):
 
     def resolve(path: str) -> tuple[str | None, str]:
         if path.startswith(PREFIX + "/"):
-            name, _, rest = path[len(PREFIX) + 1:].partition("/")
+            name, _, rest = path[len(PREFIX) + 1 :].partition("/")
             if name in apps:
                 return name, "/" + rest
         return None, path
@@ -117,18 +127,28 @@ def _add_routes(app: FastAPI, apps: Mapping[str, FastAPI], ring: KeyRing, worker
         shown = []
         for name in readable(ring, key, apps):
             collection = apps[name].state.collection
-            shown.append({"name": name, "url": f"{PREFIX}/{name}", "documents": len(collection),
-                          "model": model_label(collection.model["name"]),
-                          "access": "write" if key is None else key.access(name)})
+            shown.append(
+                {
+                    "name": name,
+                    "url": f"{PREFIX}/{name}",
+                    "documents": len(collection),
+                    "model": model_label(collection.model["name"]),
+                    "access": "write" if key is None else key.access(name),
+                }
+            )
         return {"collections": shown}
 
-    @app.api_route(PREFIX + "/{name}/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
-                   include_in_schema=False)
+    @app.api_route(
+        PREFIX + "/{name}/{rest:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"], include_in_schema=False
+    )
     def unknown_collection(name: str, request: Request) -> None:
         key = getattr(request.state, "api_key", None)
         served = readable(ring, key, apps)
-        raise HTTPException(404, f"collection: no collection {name[:64]!r} here; "
-                                 f"{'this key may use: ' + ', '.join(served) if served else 'none is open to this key'}")
+        raise HTTPException(
+            404,
+            f"collection: no collection {name[:64]!r} here; "
+            f"{'this key may use: ' + ', '.join(served) if served else 'none is open to this key'}",
+        )
 
 
 def _lifespan(apps: Mapping[str, FastAPI], workers: WorkerGroup | None):
@@ -160,10 +180,15 @@ def app_from_environment() -> FastAPI:
     if os.environ.get(KEYS_FILE_ENV):  # read again when it changes
         keys = ReloadingKeyRing(os.environ[KEYS_FILE_ENV], keys)
     group = WorkerGroup(settings["ready_dir"], int(settings["workers"]))
-    common = {"keys": keys, "deadline_s": float(settings["deadline_s"]), "workers": group,
-              "allowed_hosts": settings.get("allowed_hosts", ()), "snapshot_root": settings.get("snapshot_root"),
-              "max_snapshots": int(settings.get("max_snapshots", DEFAULT_MAX_KEPT))}
+    common = {
+        "keys": keys,
+        "deadline_s": float(settings["deadline_s"]),
+        "workers": group,
+        "allowed_hosts": settings.get("allowed_hosts", ()),
+        "snapshot_root": settings.get("snapshot_root"),
+        "max_snapshots": int(settings.get("max_snapshots", DEFAULT_MAX_KEPT)),
+    }
     if settings["mounted"]:
         return create_multi_app(settings["collections"], **common)
-    (name, path), = settings["collections"].items()
+    ((name, path),) = settings["collections"].items()
     return create_app(path, name=name, **common)

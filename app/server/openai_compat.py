@@ -71,23 +71,32 @@ def add_openai_routes(app: FastAPI, collection: Collection, limit: Deadline) -> 
         check_model(collection, request.model)
         dim = int(collection.model["dim"])
         if request.dimensions is not None and request.dimensions != dim:
-            raise HTTPException(400, f"dimensions: this model's embeddings have {dim} dimensions, not "
-                                     f"{request.dimensions}; leave dimensions out or send {dim}")
+            raise HTTPException(
+                400,
+                f"dimensions: this model's embeddings have {dim} dimensions, not "
+                f"{request.dimensions}; leave dimensions out or send {dim}",
+            )
         return await limit.run(embeddings_answer, collection, request)
 
 
 def model_card(collection: Collection) -> dict[str, Any]:
     created = dt.datetime.fromisoformat(collection.manifest.created_at)
-    return {"id": collection.model["name"], "object": "model", "created": int(created.timestamp()),
-            "owned_by": "semsearch"}
+    return {
+        "id": collection.model["name"],
+        "object": "model",
+        "created": int(created.timestamp()),
+        "owned_by": "semsearch",
+    }
 
 
 def check_model(collection: Collection, name: str) -> None:
     """404 unless ``name`` is the collection's model."""
     served = collection.model["name"]
     if name != served:
-        raise HTTPException(404, f"model: {printable(name, 80)} is not served here; this collection's model "
-                                 f"is {served!r} (GET /v1/models)")
+        raise HTTPException(
+            404,
+            f"model: {printable(name, 80)} is not served here; this collection's model is {served!r} (GET /v1/models)",
+        )
 
 
 def embeddings_answer(collection: Collection, request: EmbeddingsRequest) -> dict[str, Any]:
@@ -98,16 +107,25 @@ def embeddings_answer(collection: Collection, request: EmbeddingsRequest) -> dic
     too_long = [i for i, n in enumerate(counts) if n > embedder.max_tokens]
     if too_long:
         first = too_long[0]
-        raise HTTPException(400, f"input[{first}] has {counts[first]} tokens, more than the model's window of "
-                                 f"{embedder.max_tokens}; split it into shorter texts")
+        raise HTTPException(
+            400,
+            f"input[{first}] has {counts[first]} tokens, more than the model's window of "
+            f"{embedder.max_tokens}; split it into shorter texts",
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         vectors = embedder.embed(texts)
-    data = [{"object": "embedding", "index": i, "embedding": encode(vector, request.encoding_format)}
-            for i, vector in enumerate(vectors)]
+    data = [
+        {"object": "embedding", "index": i, "embedding": encode(vector, request.encoding_format)}
+        for i, vector in enumerate(vectors)
+    ]
     tokens = int(sum(counts))
-    return {"object": "list", "data": data, "model": collection.model["name"],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+    return {
+        "object": "list",
+        "data": data,
+        "model": collection.model["name"],
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def encode(vector: np.ndarray, encoding_format: str) -> list[float] | str:

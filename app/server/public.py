@@ -29,8 +29,11 @@ def model_label(name: str) -> str:
 
 def public_info(info: dict[str, Any]) -> dict[str, Any]:
     """``Collection.info()`` without absolute paths or the catalog's host (for ``/stats``)."""
-    return info | {"path": Path(info["path"]).name, "catalog": catalog_kind(info["catalog"]),
-                   "model": model_label(info["model"])}
+    return info | {
+        "path": Path(info["path"]).name,
+        "catalog": catalog_kind(info["catalog"]),
+        "model": model_label(info["model"]),
+    }
 
 
 def public_message(message: str, collection: Collection | None) -> str:

@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 import anyio
-from fastapi import FastAPI, HTTPException, Response
+from fastapi import FastAPI, File, HTTPException, Response, UploadFile
 
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
@@ -25,6 +25,7 @@ from app.server.schemas import (
     DocumentsRequest,
     EmbedRequest,
     EmbedResponse,
+    FilesResponse,
     SearchRequest,
     SearchResponse,
     SnapshotList,
@@ -38,9 +39,16 @@ from retriever.collection import Collection
 from retriever.errors import BadInputError, FilterError
 from retriever.unicode_policy import check_utf8, printable
 
+FILES_DEADLINE_S = 300.0  # POST /files: reading files, scans above all, outlasts the service's deadline
 
-def add_routes(app: FastAPI, collection: Collection, limit: Deadline, workers: WorkerGroup | None,
-               snapshots: CollectionSnapshots | None = None) -> None:
+
+def add_routes(
+    app: FastAPI,
+    collection: Collection,
+    limit: Deadline,
+    workers: WorkerGroup | None,
+    snapshots: CollectionSnapshots | None = None,
+) -> None:
     """Add every route, serving ``collection`` with each request's work bounded by ``limit``; snapshots over
     HTTP go to ``snapshots`` (none without it)."""
     add_service_routes(app, collection, limit, workers)
@@ -71,8 +79,10 @@ def add_service_routes(app: FastAPI, collection: Collection, limit: Deadline, wo
     async def stats() -> dict[str, Any]:
         """Documents, chunks, model, index type, size on disk, last update, search modes, the run-time encoder."""
         return await limit.run(
-            lambda: public_info(collection.info())
-            | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
+            lambda: (
+                public_info(collection.info())
+                | {"search_modes": list(Collection.SEARCH_MODES), "encoder": collection.embedder.info()}
+            )
         )
 
 
@@ -121,6 +131,19 @@ def add_document_routes(app: FastAPI, collection: Collection, limit: Deadline) -
         merges.kick()
         return answer
 
+    @app.post("/files", response_model=FilesResponse, tags=["documents"])
+    async def add_files(files: list[UploadFile] = File(description="files of any format semsearch index reads")):
+        """Index uploaded files as `semsearch index` reads them: what a file is comes from its content; a file is one
+        document with its file name as id (an archive member `NAME::MEMBER`, a mailbox message `NAME#N`, JSONL and
+        CSV records keep their ids); uploading a file again replaces its documents. A file that cannot be read is
+        listed in `errors`, and the others go in."""
+        uploads = [(upload.filename or "upload", await upload.read()) for upload in files]
+        reading = Deadline(max(limit.seconds, FILES_DEADLINE_S))  # reading files (OCR above all) takes longer
+        reading.on_cancel = limit.on_cancel
+        report = await reading.run(index_files, collection, uploads)
+        merges.kick()
+        return report
+
     @app.get("/documents/{doc_id:path}", response_model=DocumentOut, tags=["documents"])
     async def get_document(doc_id: str) -> dict[str, Any]:
         """One document by id (ids may contain slashes, e.g. file paths: URL-encode them)."""
@@ -150,7 +173,7 @@ def embed_texts(collection: Collection, request: EmbedRequest) -> dict[str, Any]
         raise HTTPException(
             400,
             f"texts[{first}] has {counts[first]} tokens, more than the model's window of "
-            f"{embedder.max_tokens}{more}; split it, or send \"truncate\": true to embed its first window only",
+            f'{embedder.max_tokens}{more}; split it, or send "truncate": true to embed its first window only',
         )
     with warnings.catch_warnings():  # over-long texts are reported in "truncated", not as a warning
         warnings.simplefilter("ignore")
@@ -174,19 +197,35 @@ def write_documents(collection: Collection, request: DocumentsRequest) -> dict[s
     with_vectors = [doc.vector is not None for doc in request.documents]
     if any(with_vectors) and not all(with_vectors):
         first = with_vectors.index(not with_vectors[0])
-        raise HTTPException(422, f"documents[{first}].vector: give a vector for every document of a request or for none")
+        raise HTTPException(
+            422, f"documents[{first}].vector: give a vector for every document of a request or for none"
+        )
     vectors = [doc.vector for doc in request.documents] if all(with_vectors) else None
     if not request.upsert:
         existing = [doc_id for doc_id in ids if doc_id in collection]
         if existing:
             shown = ", ".join(printable(doc_id, 60) for doc_id in existing[:3])
             raise HTTPException(
-                409, f"documents: {len(existing)} document id(s) already exist ({shown}); "
-                "send upsert: true to replace them"
+                409,
+                f"documents: {len(existing)} document id(s) already exist ({shown}); send upsert: true to replace them",
             )
     report = collection.upsert([doc.model_dump(exclude={"vector"}) for doc in request.documents], vectors=vectors)
-    return {"added": report.added, "updated": report.updated, "unchanged": report.unchanged,
-            "chunks": report.chunks}
+    return {"added": report.added, "updated": report.updated, "unchanged": report.unchanged, "chunks": report.chunks}
+
+
+def index_files(collection: Collection, uploads: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """Read and upsert uploaded ``(name, bytes)`` files (``indexer.uploads.index_uploads``); the ``/files`` answer."""
+    from indexer.uploads import index_uploads
+
+    report = index_uploads(collection, uploads)
+    return {
+        "files": report.files,
+        "added": report.added,
+        "updated": report.updated,
+        "unchanged": report.unchanged,
+        "chunks": report.chunks,
+        "errors": [{"file": name, "reason": reason} for name, reason in report.errors],
+    }
 
 
 def path_id(doc_id: str) -> str:
@@ -201,8 +240,11 @@ def add_admin_routes(app: FastAPI, collection: Collection, snapshots: Collection
 
     def kept() -> CollectionSnapshots:
         if snapshots is None:
-            raise HTTPException(403, "snapshots over HTTP are off on this server: its operator starts it with "
-                                     "--snapshot-root DIR to take them")
+            raise HTTPException(
+                403,
+                "snapshots over HTTP are off on this server: its operator starts it with "
+                "--snapshot-root DIR to take them",
+            )
         return snapshots
 
     @app.post("/admin/snapshot", response_model=SnapshotResponse, tags=["admin"])
@@ -212,8 +254,11 @@ def add_admin_routes(app: FastAPI, collection: Collection, snapshots: Collection
         suffix); one at a time per collection; not bounded by the request deadline."""
         place = kept()
         if request.dest is not None:
-            raise HTTPException(422, "dest: the server chooses where snapshots go (under its snapshot root); "
-                                     "send a name instead, or nothing")
+            raise HTTPException(
+                422,
+                "dest: the server chooses where snapshots go (under its snapshot root); "
+                "send a name instead, or nothing",
+            )
         try:
             dest = place.destination(request.name)
             with place.taking(collection.root):

@@ -24,6 +24,7 @@ from app.server.limits import (
 from retriever.collection import Collection
 from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
 from retriever.search.evidence import DEFAULT_EVIDENCE, EVIDENCE_MODES
+from retriever.search.languages import check_language
 from retriever.search.options import SearchOptions
 from retriever.unicode_policy import check_utf8
 
@@ -39,7 +40,8 @@ class Strict(BaseModel):
 class SearchRequest(Strict):
     query: str | None = Field(None, min_length=1, max_length=MAX_QUERY_CHARS, description="free text")
     vector: list[float] | None = Field(
-        None, max_length=MAX_VECTOR_DIM,
+        None,
+        max_length=MAX_VECTOR_DIM,
         description="a query embedding used instead of embedding `query` (dense, or hybrid with `query`)",
     )
     k: int = Field(10, ge=1, le=MAX_K, description="number of documents to return")
@@ -54,6 +56,12 @@ class SearchRequest(Strict):
         "(`terms`, default), by the model (`semantic`, slower), terms then the model where no term matches "
         "(`auto`), or `none`",
     )
+    lang: str | None = Field(
+        None,
+        max_length=8,
+        description="the query's language (ISO 639-1, e.g. `de`): keywords are matched in it, "
+        "against documents in it; default: in each language the collection holds",
+    )
 
     @field_validator("query")
     @classmethod
@@ -64,6 +72,11 @@ class SearchRequest(Strict):
         if not value.strip():
             raise ValueError("query is blank")
         return value
+
+    @field_validator("lang")
+    @classmethod
+    def _known_language(cls, value: str | None) -> str | None:
+        return value if value is None else check_language(value, "lang")
 
     @model_validator(mode="after")
     def _query_or_vector(self) -> "SearchRequest":
@@ -76,9 +89,15 @@ class SearchRequest(Strict):
         the retriever's defaults).
 
         Raises:
-            FilterError: ``where`` is not a valid filter.
+            FilterError: ``where`` is not a valid filter. BadInputError: ``lang`` is no language code BM25 analyses.
         """
-        fields: dict[str, Any] = {"k": self.k, "where": self.where, "exact": self.exact, "evidence": self.evidence}
+        fields: dict[str, Any] = {
+            "k": self.k,
+            "where": self.where,
+            "exact": self.exact,
+            "evidence": self.evidence,
+            "lang": self.lang,
+        }
         if self.mode is not None:
             fields["mode"] = self.mode
         return SearchOptions(**fields)
@@ -106,8 +125,17 @@ class HitOut(BaseModel):
     text: str = Field(description="the best-matching chunk")
     start: int = Field(description="character offset of the chunk in the document's text")
     end: int
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] = Field(
+        description="the document's metadata, less its `locations` columns (GET /documents/{id} returns them)"
+    )
     evidence: list[EvidenceOut] = Field(description="the chunk's best-matching sentences, best first")
+    location: dict[str, Any] | None = Field(
+        None,
+        description="where in its source the chunk starts, the labels of that part: page, slide (ints from 1), "
+        "sheet and row, section (the headings above it, outermost first) or message (its place in a mailbox); "
+        "null when the document records no structure",
+        examples=[{"page": 12}, {"sheet": "Q1", "row": 5}, {"section": ["Intro", "Scope"]}],
+    )
 
 
 class SearchResponse(BaseModel):
@@ -144,11 +172,12 @@ class EmbedResponse(BaseModel):
 
 class DocumentIn(Strict):
     id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="no control characters")
-    text: str = Field(min_length=1)
     title: str = Field("", max_length=10_000)
+    text: str = Field("", validate_default=True, description="the body; may be empty when the title is not")
     metadata: dict[str, Any] = Field(default_factory=dict)
     vector: list[float] | None = Field(
-        None, max_length=MAX_VECTOR_DIM,
+        None,
+        max_length=MAX_VECTOR_DIM,
         description="the document's embedding, computed elsewhere; the document is then one chunk",
     )
 
@@ -162,6 +191,8 @@ class DocumentIn(Strict):
     @classmethod
     def _utf8(cls, value: str, info: ValidationInfo) -> str:
         check_utf8(value, info.field_name or "text")
+        if info.field_name == "text" and not value.strip() and not str(info.data.get("title", "")).strip():
+            raise ValueError("text is empty, and so is the title: give a text, a title or both")
         return value
 
     @field_validator("metadata")
@@ -183,6 +214,16 @@ class WriteResponse(BaseModel):
     chunks: int
 
 
+class FileError(BaseModel):
+    file: str = Field(description="the uploaded file's name, or NAME (id) for one of its documents")
+    reason: str
+
+
+class FilesResponse(WriteResponse):
+    files: int = Field(description="files received")
+    errors: list[FileError] = Field(description="files and documents not indexed, each with its reason")
+
+
 class DocumentOut(BaseModel):
     id: str
     title: str
@@ -191,11 +232,16 @@ class DocumentOut(BaseModel):
 
 
 class SnapshotRequest(Strict):
-    name: str | None = Field(default=None, min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
-                             description="the snapshot's name under the server's snapshot root (default: the "
-                             "time and a random suffix)")
-    dest: str | None = Field(default=None, max_length=4096,
-                             description="not accepted: the server chooses where snapshots go")
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+        description="the snapshot's name under the server's snapshot root (default: the time and a random suffix)",
+    )
+    dest: str | None = Field(
+        default=None, max_length=4096, description="not accepted: the server chooses where snapshots go"
+    )
 
 
 class SnapshotKept(BaseModel):

@@ -67,8 +67,14 @@ def create_app(
     if snapshot_root is not None:
         root = check_snapshot_root(snapshot_root, [Path(collection_path)])
         snapshots = CollectionSnapshots(root, name, max_snapshots)
-    app = collection_app(collection_path, deadline_s=deadline_s, warm_up=warm_up, workers=workers,
-                         description=describe(collection_path, bool(ring)), snapshots=snapshots)
+    app = collection_app(
+        collection_path,
+        deadline_s=deadline_s,
+        warm_up=warm_up,
+        workers=workers,
+        description=describe(collection_path, bool(ring)),
+        snapshots=snapshots,
+    )
     guard(app, ring, single_collection(name), max_body_bytes, allowed_hosts, metrics=app.state.metrics)
     return app
 
@@ -104,8 +110,14 @@ def collection_app(
     return app
 
 
-def guard(app: Starlette, keys: KeyRing, resolve: Resolver, max_body_bytes: int, allowed_hosts: Iterable[str],
-          metrics: ServiceMetrics | None = None) -> None:
+def guard(
+    app: Starlette,
+    keys: KeyRing,
+    resolve: Resolver,
+    max_body_bytes: int,
+    allowed_hosts: Iterable[str],
+    metrics: ServiceMetrics | None = None,
+) -> None:
     """Put the key check (or, with no keys, the ``Host`` check), the metrics and the body limit around ``app``.
 
     ``app`` is any Starlette app not yet started: the API's, or the MCP server's (``app.mcp_server``).
@@ -152,8 +164,11 @@ def describe(collection_path: str | os.PathLike, keyed: bool) -> str:
     return (
         f"Serving the collection `{display_name(collection_path)}`. Search by meaning, "
         "embed text with the collection's model, and add, read or delete documents. "
-        + ("Every route but `/health` needs `Authorization: Bearer <key>` or `X-API-Key: <key>`."
-           if keyed else "No API key is set.")
+        + (
+            "Every route but `/health` needs `Authorization: Bearer <key>` or `X-API-Key: <key>`."
+            if keyed
+            else "No API key is set."
+        )
     )
 
 

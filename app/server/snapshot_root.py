@@ -63,8 +63,10 @@ def check_snapshot_root(root: str | os.PathLike, served: Iterable[Path]) -> Path
     for collection in served:
         collection = Path(collection).resolve()
         if resolved.is_relative_to(collection) or collection.parent.is_relative_to(resolved):
-            raise BadInputError(f"--snapshot-root {path} lies inside or holds the collection {collection}; "
-                                "choose a folder apart from the collections served")
+            raise BadInputError(
+                f"--snapshot-root {path} lies inside or holds the collection {collection}; "
+                "choose a folder apart from the collections served"
+            )
     if path.exists() and not path.is_dir():
         raise BadInputError(f"--snapshot-root {path} is a file; give a folder")
     if not path.parent.is_dir():
@@ -119,13 +121,16 @@ class CollectionSnapshots:
         try:
             lock.acquire()
         except Timeout:
-            raise SnapshotBusyError(f"a snapshot of collection {self.collection!r} is being taken; try again "
-                                    "when it is done") from None
+            raise SnapshotBusyError(
+                f"a snapshot of collection {self.collection!r} is being taken; try again when it is done"
+            ) from None
         try:
             kept = len(self.listed())
             if kept >= self.max_kept:
-                raise SnapshotRoomError(f"{kept} snapshots of collection {self.collection!r} are kept already, "
-                                        f"the most this server keeps ({self.max_kept}); remove old ones first")
+                raise SnapshotRoomError(
+                    f"{kept} snapshots of collection {self.collection!r} are kept already, "
+                    f"the most this server keeps ({self.max_kept}); remove old ones first"
+                )
             self._check_room(Path(collection_root))
             yield
         finally:
@@ -137,9 +142,11 @@ class CollectionSnapshots:
             needed = sum(_size(p) for p in collection_root.rglob("*") if p.is_file() and not p.is_symlink())
         free = shutil.disk_usage(self.folder).free
         if free < needed + MIN_FREE_BYTES:
-            raise SnapshotRoomError(f"the snapshot root's disk has {free / 1e6:,.0f} MB free; a snapshot of "
-                                    f"collection {self.collection!r} needs about {needed / 1e6:,.0f} MB and "
-                                    f"{MIN_FREE_BYTES >> 20} MB to spare")
+            raise SnapshotRoomError(
+                f"the snapshot root's disk has {free / 1e6:,.0f} MB free; a snapshot of "
+                f"collection {self.collection!r} needs about {needed / 1e6:,.0f} MB and "
+                f"{MIN_FREE_BYTES >> 20} MB to spare"
+            )
 
     def listed(self) -> list[dict[str, Any]]:
         """The snapshots kept, oldest first: ``[{"name", "created"}]`` (``created``: ISO 8601 UTC)."""

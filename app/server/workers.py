@@ -44,9 +44,16 @@ class WorkerGroup:
         return count
 
 
-def worker_settings(collections: Mapping[str, str | os.PathLike], mounted: bool, deadline_s: float, ready_dir: str,
-                    workers: int, allowed_hosts: tuple[str, ...] = (), snapshot_root: str | None = None,
-                    max_snapshots: int = 20) -> str:
+def worker_settings(
+    collections: Mapping[str, str | os.PathLike],
+    mounted: bool,
+    deadline_s: float,
+    ready_dir: str,
+    workers: int,
+    allowed_hosts: tuple[str, ...] = (),
+    snapshot_root: str | None = None,
+    max_snapshots: int = 20,
+) -> str:
     """The JSON that ``semsearch serve --workers N`` puts in ``$SEMSEARCH_SERVE`` for its workers.
 
     Args:
@@ -54,10 +61,18 @@ def worker_settings(collections: Mapping[str, str | os.PathLike], mounted: bool,
         mounted: Each collection under ``/collections/NAME`` (else the one collection at the root).
         snapshot_root, max_snapshots: Where snapshots over HTTP go (None: nowhere), and how many are kept.
     """
-    return json.dumps({"collections": {name: str(Path(path).resolve()) for name, path in collections.items()},
-                       "mounted": mounted, "deadline_s": deadline_s, "ready_dir": ready_dir, "workers": workers,
-                       "allowed_hosts": list(allowed_hosts), "snapshot_root": snapshot_root,
-                       "max_snapshots": max_snapshots})
+    return json.dumps(
+        {
+            "collections": {name: str(Path(path).resolve()) for name, path in collections.items()},
+            "mounted": mounted,
+            "deadline_s": deadline_s,
+            "ready_dir": ready_dir,
+            "workers": workers,
+            "allowed_hosts": list(allowed_hosts),
+            "snapshot_root": snapshot_root,
+            "max_snapshots": max_snapshots,
+        }
+    )
 
 
 def read_worker_settings() -> dict[str, Any]:

@@ -13,8 +13,10 @@ one concern each:
 - ``pages`` and ``add``: the search, document, collection and empty-folder pages; the add page.
 - ``markup`` and ``formatting``: icons, CSS and escaping; sizes, ages and labels as a person reads them.
 - ``passages``: passages and documents as escaped HTML with their evidence marked.
-- ``folders``, ``filters``, ``json_input``, ``uploads``: what is not Streamlit: finding
-  collections, metadata filters, typed JSON, and indexing uploads or pasted text.
+- ``opening``: the controls that open a hit's original where the hit is (a PDF at its page, else a download).
+- ``folders``, ``filters``, ``json_input``, ``uploads``, ``originals``: what is not Streamlit: finding
+  collections, metadata filters, typed JSON, indexing uploads or pasted text, and which original
+  file a document names, whether it may be served, and the page that opens a PDF in the browser.
 
 Streamlit puts the page script's folder first on ``sys.path``, so no module
 here is named like a standard-library or installed module. Importing this

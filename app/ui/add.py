@@ -1,7 +1,9 @@
 """The UI's add page: upload files or paste a document into the open collection.
 
 Each write's report is kept in the session (``add_report``) across the rerun
-that follows it, and shown once at the top of the page.
+that follows it, and shown once at the top of the page. Pasted metadata may
+not name a file as its ``source``: the UI serves the file a document names
+(``app.ui.originals``), so a path typed here would be a path from the browser.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from pathlib import Path
 import streamlit as st
 
 from app.ui.markup import md_escape, plural
-from app.ui.uploads import AddReport, index_uploads, pasted_document
+from app.ui.originals import names_a_file
+from app.ui.uploads import pasted_document
+from indexer.uploads import AddReport, index_uploads
 from retriever import BadInputError, Collection, SemsearchError
 
 PASTE_KEYS = ("paste-title", "paste-id", "paste-text", "paste-meta")
@@ -30,19 +34,27 @@ def add_page(col: Collection, path: Path) -> None:
         show_add_report(*report)
     st.subheader("Upload files")
     suffixes = sorted(s.lstrip(".") for s in SUPPORTED_SUFFIXES)
-    st.caption(f"Into **{md_escape(path.name)}**: {', '.join(suffixes)}. Each text, Markdown, HTML or PDF file is one "
-               "document with its file name as id (uploading it again replaces it); JSONL and CSV files hold one "
-               "document per record.")
+    st.caption(
+        f"Into **{md_escape(path.name)}**: {', '.join(suffixes)}, and text files of any name; what a file is "
+        "comes from its content. A document, presentation, spreadsheet, e-book, e-mail, PDF or scan is one "
+        "document with its file name as id (uploading it again replaces it); JSONL and CSV files hold one "
+        "document per record, a mailbox one per message, an archive one per member."
+    )
     upload_key = f"upload-{st.session_state.setdefault('upload_round', 0)}"
-    files = st.file_uploader("Files", type=suffixes, accept_multiple_files=True, key=upload_key,
-                             label_visibility="collapsed")
+    files = st.file_uploader("Files", accept_multiple_files=True, key=upload_key, label_visibility="collapsed")
     count = len(files or [])
-    if st.button(f"Index {plural(count, 'file')}" if count else "Index files", type="primary",
-                 disabled=not files, icon=":material/upload:", key="index-files"):
+    if st.button(
+        f"Index {plural(count, 'file')}" if count else "Index files",
+        type="primary",
+        disabled=not files,
+        icon=":material/upload:",
+        key="index-files",
+    ):
         bar = st.progress(0.0, text="Starting…")
         try:
             result = index_uploads(
-                col, [(f.name, f.getvalue()) for f in files],
+                col,
+                [(f.name, f.getvalue()) for f in files],
                 progress=lambda fraction, text: bar.progress(min(1.0, max(0.0, fraction)), text=text),
             )
         except SemsearchError as exc:
@@ -66,8 +78,17 @@ def add_pasted(col: Collection) -> None:
     """Form callback: add the pasted document, then empty the form (kept when it failed)."""
     state = st.session_state
     try:
-        doc = pasted_document(state.get("paste-text", ""), state.get("paste-title", ""),
-                                  state.get("paste-id", ""), state.get("paste-meta", ""))
+        doc = pasted_document(
+            state.get("paste-text", ""),
+            state.get("paste-title", ""),
+            state.get("paste-id", ""),
+            state.get("paste-meta", ""),
+        )
+        if names_a_file(doc.get("metadata")):
+            raise BadInputError(
+                "metadata: source may not be a file path here (the UI would serve that file); "
+                "index files with semsearch index, or name the source otherwise"
+            )
         result = AddReport()
         result.merge(col.upsert([doc]))
     except BadInputError as exc:
@@ -106,7 +127,8 @@ def show_add_report(kind: str, report: AddReport) -> None:
             st.error(f"Nothing was added ({count}):", icon=":material/error:")
         st.dataframe(
             {"File or record": [source for source, _ in report.errors], "Problem": [r for _, r in report.errors]},
-            hide_index=True, width="stretch",
+            hide_index=True,
+            width="stretch",
         )
     if not report.errors and not report.written and not report.unchanged:
         st.info("No documents were found in the upload.")

@@ -43,8 +43,9 @@ def metadata_examples(path: str, uuid: str, generation: int, _col: Collection) -
 
 
 @st.cache_data(show_spinner=False, max_entries=256, ttl=3600)
-def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: str, where_json: str,
-               _col: Collection) -> tuple[list[dict[str, Any]], float]:
+def run_search(
+    path: str, uuid: str, generation: int, query: str, k: int, mode: str, where_json: str, _col: Collection
+) -> tuple[list[dict[str, Any]], float]:
     """Hits as dicts with their passage HTML, and the seconds the search took.
 
     Keyed on the committed generation, so any write makes the next search fresh.
@@ -76,6 +77,7 @@ def run_search(path: str, uuid: str, generation: int, query: str, k: int, mode: 
         text = doc.text if doc is not None else hit.text
         start, end = (hit.start, hit.end) if doc is not None else (0, len(hit.text))
         evidence = hit.evidence if doc is not None else ()
-        rows.append(hit.to_dict() | {"passage_html": passage_html(text, start, end, evidence),
-                                     "source": source_of(hit)})
+        rows.append(
+            hit.to_dict() | {"passage_html": passage_html(text, start, end, evidence), "source": source_of(hit)}
+        )
     return rows, took

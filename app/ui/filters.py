@@ -93,5 +93,3 @@ def _number_or_text(text: str) -> Any:
         return float(text)
     except ValueError:
         return text
-
-

@@ -35,7 +35,12 @@ def format_age(iso: str, now: dt.datetime | None = None) -> str:
     seconds = ((now or dt.datetime.now(dt.timezone.utc)) - then).total_seconds()
     if seconds < 0:
         return then.strftime("%Y-%m-%d %H:%M UTC")
-    for limit, unit, div in ((60, "second", 1), (3600, "minute", 60), (86400, "hour", 3600), (86400 * 30, "day", 86400)):
+    for limit, unit, div in (
+        (60, "second", 1),
+        (3600, "minute", 60),
+        (86400, "hour", 3600),
+        (86400 * 30, "day", 86400),
+    ):
         if seconds < limit:
             value = int(seconds // div)
             return "just now" if unit == "second" and value < 10 else f"{value} {unit}{'s' if value != 1 else ''} ago"
@@ -71,5 +76,3 @@ def metadata_chips(metadata: dict[str, Any], skip: Sequence[str] = ("source", *H
         if len(chips) == limit:
             break
     return "".join(chips)
-
-

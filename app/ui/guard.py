@@ -45,12 +45,16 @@ def problem(address: str | None, host: str | None, password_set: bool) -> str | 
     if password_set or host is None:
         return None
     if address is None or not is_loopback(address):
-        return (f"This UI listens on {address or 'every interface'} without a password, so it does not serve "
-                f"the collection: set {ENV_PASSWORD} (every session must then enter it), or start it with "
-                "`semsearch ui -c DIR` (loopback only), or `--server.address 127.0.0.1`.")
+        return (
+            f"This UI listens on {address or 'every interface'} without a password, so it does not serve "
+            f"the collection: set {ENV_PASSWORD} (every session must then enter it), or start it with "
+            "`semsearch ui -c DIR` (loopback only), or `--server.address 127.0.0.1`."
+        )
     if not host_allowed(host, named_hosts([address])):
-        return (f"This UI answers only a loopback name without a password, not {shown_host(host)!r} "
-                f"(another name may be a web page's). Open it at http://localhost, or set {ENV_PASSWORD}.")
+        return (
+            f"This UI answers only a loopback name without a password, not {shown_host(host)!r} "
+            f"(another name may be a web page's). Open it at http://localhost, or set {ENV_PASSWORD}."
+        )
     return None
 
 

@@ -51,7 +51,7 @@ def parse_object(raw: str, what: str) -> dict[str, Any]:
     except ValueError as exc:  # a number over Python's digit limit
         raise BadInputError(f"{what} cannot be read: {str(exc).splitlines()[0][:120]}") from None
     if not isinstance(value, dict):
-        raise BadInputError(f"{what} must be a JSON object like {{\"lang\": \"en\"}}, not {type(value).__name__}")
+        raise BadInputError(f'{what} must be a JSON object like {{"lang": "en"}}, not {type(value).__name__}')
     if depth(value) > MAX_DEPTH:
         raise BadInputError(f"{what} is nested more than {MAX_DEPTH} levels deep")
     return value

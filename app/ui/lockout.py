@@ -34,8 +34,13 @@ class SignInThrottle:
         clock: Monotonic seconds (default ``time.monotonic``).
     """
 
-    def __init__(self, tries_before_pause: int = TRIES_BEFORE_PAUSE, first_pause_s: float = FIRST_PAUSE_S,
-                 longest_pause_s: float = LONGEST_PAUSE_S, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        tries_before_pause: int = TRIES_BEFORE_PAUSE,
+        first_pause_s: float = FIRST_PAUSE_S,
+        longest_pause_s: float = LONGEST_PAUSE_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.tries_before_pause = tries_before_pause
         self.first_pause_s, self.longest_pause_s = first_pause_s, longest_pause_s
         self.clock = clock
@@ -69,8 +74,10 @@ def pause_message(wait_s: float, longest_pause_s: float, now: Callable[[], float
     """The notice of a pause: how long it lasts yet, the local time it ends, and the longest a pause gets."""
     seconds = math.ceil(wait_s)
     until = time.strftime("%H:%M:%S", time.localtime(now() + seconds))
-    return (f"Too many wrong passwords: sign-in is paused for {seconds} s (until {until}). Try again then; "
-            f"each further wrong password doubles the pause, up to {duration(longest_pause_s)}.")
+    return (
+        f"Too many wrong passwords: sign-in is paused for {seconds} s (until {until}). Try again then; "
+        f"each further wrong password doubles the pause, up to {duration(longest_pause_s)}."
+    )
 
 
 def duration(seconds: float) -> str:

@@ -30,12 +30,14 @@ def svg_img(svg: str, size: int, style: str) -> str:
 LOGO = svg_img(
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#4f46e5" stroke-width="2.6" '
     'stroke-linecap="round"><circle cx="10.5" cy="10.5" r="6.5"/><path d="M15.5 15.5 21 21"/></svg>',
-    24, "vertical-align:-4px;margin-right:.45rem",
+    24,
+    "vertical-align:-4px;margin-right:.45rem",
 )
 FILE_ICON = svg_img(
     '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#8a8a99" stroke-width="2" '
     'stroke-linejoin="round"><path d="M14 3H6a2 2 0 0 0-2 2v14a2 2 0 0 0 2 2h12a2 2 0 0 0 2-2V9z"/><path d="M14 3v6h6"/></svg>',
-    12, "vertical-align:-1px;margin-right:.3rem",
+    12,
+    "vertical-align:-1px;margin-right:.3rem",
 )
 BRAND = f'<div class="ss-brand">{LOGO}semsearch</div>'  # the logo and name heading a page or the sidebar
 CSS = """<style>
@@ -48,6 +50,7 @@ CSS = """<style>
 .ss-score {font-family:ui-monospace,SFMono-Regular,Menlo,monospace; font-size:.78rem; padding:.1rem .5rem;
            border-radius:.6rem; background:rgba(79,70,229,.13); color:rgb(99,91,255); white-space:nowrap}
 .ss-source {font-size:.8rem; color:rgba(128,128,140,1); margin:.15rem 0 .5rem 2.2rem; word-break:break-all}
+.ss-place {font-weight:600; word-break:normal}
 .ss-passage {font-size:.93rem; line-height:1.6; margin-left:2.2rem}
 .ss-passage mark, .ss-doc mark {background:rgba(250,204,21,.42); color:inherit; padding:.05rem .12rem; border-radius:.2rem}
 .ss-passage .ss-term {font-weight:700}
@@ -95,12 +98,15 @@ def plural(count: int, noun: str) -> str:
 
 def table_html(rows: list[tuple[Any, Any]]) -> str:
     """A two-column key/value table (``ss-kv``) of ``(label, value)`` rows, both escaped."""
-    return ('<table class="ss-kv">' + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
-            + "</table>")
+    return (
+        '<table class="ss-kv">' + "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows) + "</table>"
+    )
 
 
 def stats_html(rows: list[tuple[Any, Any, Any]]) -> str:
     """A compact list (``ss-stats``) of ``(label, value, tooltip)`` rows, all escaped."""
-    return ('<dl class="ss-stats">'
-            + "".join(f'<dt>{esc(k)}</dt><dd title="{esc(tip)}">{esc(v)}</dd>' for k, v, tip in rows)
-            + "</dl>")
+    return (
+        '<dl class="ss-stats">'
+        + "".join(f'<dt>{esc(k)}</dt><dd title="{esc(tip)}">{esc(v)}</dd>' for k, v, tip in rows)
+        + "</dl>"
+    )

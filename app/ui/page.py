@@ -54,8 +54,13 @@ log = logging.getLogger("semsearch.ui")
 
 def main() -> None:
     """One run of the page: sign-in, the sidebar, then the open document or the three tabs."""
-    st.set_page_config(page_title="semsearch", page_icon="🔎", layout="wide", initial_sidebar_state="expanded",
-                       menu_items={"About": "semsearch: semantic search over your own documents."})
+    st.set_page_config(
+        page_title="semsearch",
+        page_icon="🔎",
+        layout="wide",
+        initial_sidebar_state="expanded",
+        menu_items={"About": "semsearch: semantic search over your own documents."},
+    )
     st.html(CSS)
     if refused() or not signed_in():
         return
@@ -86,8 +91,10 @@ def main() -> None:
     if doc_id:
         document_page(col, doc_id)
         return
-    st.html(f'<div class="ss-brand">{esc(path.name)}</div>'
-            f'<div class="ss-sub">{info["documents"]:,} documents · {esc(model_label(info["model"]))}</div>')
+    st.html(
+        f'<div class="ss-brand">{esc(path.name)}</div>'
+        f'<div class="ss-sub">{info["documents"]:,} documents · {esc(model_label(info["model"]))}</div>'
+    )
     search_tab, add_tab, about_tab = st.tabs(["Search", "Add documents", "Collection"])
     with search_tab:
         search_page(col, path, uuid, generation, info, k, mode, where, problem)
@@ -107,8 +114,9 @@ def run() -> None:
         st.error(md_escape(exc), icon=":material/error:")
     except Exception as exc:  # noqa: BLE001 - the page must not show a traceback
         log.exception("the UI failed")
-        st.error(f"Something went wrong ({type(exc).__name__}). The server log has the details.",
-                 icon=":material/error:")
+        st.error(
+            f"Something went wrong ({type(exc).__name__}). The server log has the details.", icon=":material/error:"
+        )
 
 
 run()

@@ -16,15 +16,26 @@ from app.ui.cache import run_search
 from app.ui.filters import FilterField
 from app.ui.formatting import format_age, format_bytes, metadata_chips
 from app.ui.markup import BRAND, FILE_ICON, esc, md_escape, plural, table_html
+from app.ui.opening import offer_original, show_opener
 from app.ui.passages import document_html
 from app.ui.state import close_document, document_span, open_document
 from retriever import BadInputError, Collection, SemsearchError
+from retriever.locations import describe, location_at, without_locations
 
 FILTER_KINDS = {"choice": "pick from values", "number": "range", "bool": "yes / no", "text": "exact value"}
 
 
-def search_page(col: Collection, path: Path, uuid: str, generation: int, info: dict[str, Any],
-                k: int, mode: str, where: dict | None, problem: str | None) -> None:
+def search_page(
+    col: Collection,
+    path: Path,
+    uuid: str,
+    generation: int,
+    info: dict[str, Any],
+    k: int,
+    mode: str,
+    where: dict | None,
+    problem: str | None,
+) -> None:
     """The search box (``q`` in the URL) and, for a query, its result cards.
 
     Args:
@@ -35,16 +46,25 @@ def search_page(col: Collection, path: Path, uuid: str, generation: int, info: d
         problem: why the sidebar's filter is unusable, or None.
     """
     query = st.text_input(
-        "Search", key="q", bind="query-params", label_visibility="collapsed", icon=":material/search:",
+        "Search",
+        key="q",
+        bind="query-params",
+        label_visibility="collapsed",
+        icon=":material/search:",
         placeholder="Search by meaning: ask a question or describe what you are looking for",
     )
     if info["documents"] == 0:
-        st.info("This collection is empty. Add documents in the **Add documents** tab, or index files with "
-                f"`semsearch index PATH -c {path}`.", icon=":material/inbox:")
+        st.info(
+            "This collection is empty. Add documents in the **Add documents** tab, or index files with "
+            f"`semsearch index PATH -c {path}`.",
+            icon=":material/inbox:",
+        )
         return
     if not query or not query.strip():
-        st.caption(f"Type a question and press Enter to search {info['documents']:,} documents. "
-                   "The link in the address bar keeps the search.")
+        st.caption(
+            f"Type a question and press Enter to search {info['documents']:,} documents. "
+            "The link in the address bar keeps the search."
+        )
         return
     if problem:
         st.warning(f"Fix the filter to search: {md_escape(problem)}.", icon=":material/filter_alt:")
@@ -61,7 +81,9 @@ def search_page(col: Collection, path: Path, uuid: str, generation: int, info: d
     filtered = " · filtered" if where else ""
     if not rows:
         if where:
-            st.info("No documents match these filters. Loosen or clear them in the sidebar.", icon=":material/search_off:")
+            st.info(
+                "No documents match these filters. Loosen or clear them in the sidebar.", icon=":material/search_off:"
+            )
         else:
             st.info("No results.", icon=":material/search_off:")
         return
@@ -71,7 +93,8 @@ def search_page(col: Collection, path: Path, uuid: str, generation: int, info: d
 
 
 def result_card(rank: int, row: dict[str, Any]) -> None:
-    """One hit: rank, title, score, source, the marked passage, metadata chips, and "View document".
+    """One hit: rank, title, score, source and the place in it, the marked passage, metadata chips,
+    "View document", and the control that opens the original there (``app.ui.opening``).
 
     Args:
         rank: 1 for the best hit.
@@ -79,7 +102,10 @@ def result_card(rank: int, row: dict[str, Any]) -> None:
     """
     title = row["title"] or row["id"]
     source = row["source"]
-    source_line = FILE_ICON + esc(source) + ("" if source == row["id"] else f" &nbsp;·&nbsp; id {esc(row['id'])}")
+    place = describe(row["location"])
+    where = f' &nbsp;·&nbsp; <span class="ss-place">{esc(place)}</span>' if place else ""
+    shown_id = "" if source == row["id"] else f" &nbsp;·&nbsp; id {esc(row['id'])}"
+    source_line = FILE_ICON + esc(source) + where + shown_id
     chips = metadata_chips(row["metadata"])
     with st.container(border=True):
         st.html(
@@ -90,8 +116,20 @@ def result_card(rank: int, row: dict[str, Any]) -> None:
             f'<div class="ss-passage">{row["passage_html"]}</div>'
             + (f'<div class="ss-chips">{chips}</div>' if chips else "")
         )
-        st.button("View document", key=f"view-{rank}", icon=":material/article:", type="tertiary",
-                  on_click=open_document, args=(row["id"], row["start"], row["end"]))
+        with st.container(horizontal=True, vertical_alignment="center"):
+            st.button(
+                "View document",
+                key=f"view-{rank}",
+                icon=":material/article:",
+                type="tertiary",
+                on_click=open_document,
+                args=(row["id"], row["start"], row["end"]),
+            )
+            chosen = offer_original(
+                row["metadata"], row["location"], key=str(rank), choice=f"{row['id']}\n{row['start']}"
+            )
+        if chosen is not None:
+            show_opener(chosen, row["location"])
 
 
 def document_page(col: Collection, doc_id: str) -> None:
@@ -99,22 +137,29 @@ def document_page(col: Collection, doc_id: str) -> None:
     st.button("Back to results", icon=":material/arrow_back:", on_click=close_document, type="tertiary")
     doc = col.get(doc_id)
     if doc is None:
-        st.warning(f"There is no document with id “{md_escape(doc_id)}” in this collection; it may have been deleted.",
-                   icon=":material/search_off:")
+        st.warning(
+            f"There is no document with id “{md_escape(doc_id)}” in this collection; it may have been deleted.",
+            icon=":material/search_off:",
+        )
         return
     start, end = document_span()
+    location = location_at(doc.metadata, start) if start is not None and end is not None else None
     st.html(f'<div class="ss-brand">{esc(doc.title or doc.id)}</div>')
     source = doc.metadata.get("source")
     facts = [f"id {esc(doc.id)}"] + ([f"source {esc(source)}"] if source and source != doc.id else [])
+    facts += [f'<span class="ss-place">{esc(describe(location))}</span>'] if location else []
     facts.append(f"{len(doc.text):,} characters")
     if start is not None and end is not None and end <= len(doc.text):
         facts.append(f'matched passage at characters {start:,}–{end:,} (<a href="#match">jump to it</a>)')
     st.html(f'<div class="ss-meta">{" · ".join(facts)}</div>')
+    chosen = offer_original(doc.metadata, location, key="document")
+    if chosen is not None:
+        show_opener(chosen, location)
     body, note = document_html(doc.text, start, end)
     if note:
         st.caption(note)
     st.html(f'<div class="ss-doc">{body}</div>')
-    shown = {key: value for key, value in doc.metadata.items()}
+    shown = without_locations(doc.metadata)  # the columns behind the place shown above, not a field to read
     if shown:
         with st.expander("Metadata", icon=":material/sell:"):
             st.json(shown)
@@ -129,19 +174,26 @@ def collection_page(info: dict[str, Any], specs: list[FilterField], fields_examp
         fields_examples: ``Collection.metadata_fields()``: field name -> sample values.
     """
     chunking = info["chunking"]
-    st.html(table_html([
-        ("Path", info["path"]),
-        ("Documents", f"{info['documents']:,}"),
-        ("Chunks", f"{info['chunks']:,}"),
-        ("Model", f"{info['model']} (dimension {info['dim']}, sha256 {info['model_sha256'][:12]})"),
-        ("Chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
-        ("Index", info["index"]),
-        ("Search modes", ", ".join(Collection.SEARCH_MODES)),
-        ("Catalog", info["catalog"]),
-        ("Size on disk", f"{format_bytes(info['size_bytes'])} ({info['size_bytes']:,} bytes)"),
-        ("Created", info["created_at"]),
-        ("Last update", f"{info['updated_at']} ({format_age(info['updated_at'])}), generation {info['generation']}"),
-    ]))
+    st.html(
+        table_html(
+            [
+                ("Path", info["path"]),
+                ("Documents", f"{info['documents']:,}"),
+                ("Chunks", f"{info['chunks']:,}"),
+                ("Model", f"{info['model']} (dimension {info['dim']}, sha256 {info['model_sha256'][:12]})"),
+                ("Chunking", f"{chunking['window_tokens']} tokens, overlap {chunking['overlap_tokens']}"),
+                ("Index", info["index"]),
+                ("Search modes", ", ".join(Collection.SEARCH_MODES)),
+                ("Catalog", info["catalog"]),
+                ("Size on disk", f"{format_bytes(info['size_bytes'])} ({info['size_bytes']:,} bytes)"),
+                ("Created", info["created_at"]),
+                (
+                    "Last update",
+                    f"{info['updated_at']} ({format_age(info['updated_at'])}), generation {info['generation']}",
+                ),
+            ]
+        )
+    )
     st.subheader("Metadata fields")
     if not fields_examples:
         st.caption("No document has metadata yet.")
@@ -153,7 +205,8 @@ def collection_page(info: dict[str, Any], specs: list[FilterField], fields_examp
             "Filter": [FILTER_KINDS.get(kinds.get(name, ""), "JSON filter") for name in fields_examples],
             "Example values": [", ".join(map(str, values[:8])) for values in fields_examples.values()],
         },
-        hide_index=True, width="stretch",
+        hide_index=True,
+        width="stretch",
     )
 
 
@@ -161,12 +214,18 @@ def empty_root(root: Path) -> None:
     """``root`` holds no collection: say how to make one, and offer to create an empty one there."""
     st.html(BRAND)
     if root.is_dir() and any(root.iterdir()):
-        st.info(f"**{md_escape(root)}** holds no collection, and none of its sub-folders does. Create one with "
-                f"`semsearch index PATH -c {root}/NAME`, then reload this page.", icon=":material/folder_off:")
+        st.info(
+            f"**{md_escape(root)}** holds no collection, and none of its sub-folders does. Create one with "
+            f"`semsearch index PATH -c {root}/NAME`, then reload this page.",
+            icon=":material/folder_off:",
+        )
         return
-    st.info(f"There is no collection at **{md_escape(root)}** yet. Create an empty one here (with the packaged "
-            "all-MiniLM-L6-v2 model) and add documents, or index files with "
-            f"`semsearch index PATH -c {root}`.", icon=":material/inbox:")
+    st.info(
+        f"There is no collection at **{md_escape(root)}** yet. Create an empty one here (with the packaged "
+        "all-MiniLM-L6-v2 model) and add documents, or index files with "
+        f"`semsearch index PATH -c {root}`.",
+        icon=":material/inbox:",
+    )
     if st.button("Create the collection", type="primary", icon=":material/add:"):
         try:
             with st.spinner("Creating the collection…"):

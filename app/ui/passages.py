@@ -68,8 +68,8 @@ def _marked(text: str, lo: int, hi: int, evidence: Sequence[Any]) -> str:
         for term in sorted(sentence.terms, key=lambda t: t.start):
             if term.start < inside_at or term.end > s_end:
                 continue
-            inner.append(html.escape(_squash(text[inside_at:term.start])))
-            inner.append(f'<b class="ss-term">{html.escape(text[term.start:term.end])}</b>')
+            inner.append(html.escape(_squash(text[inside_at : term.start])))
+            inner.append(f'<b class="ss-term">{html.escape(text[term.start : term.end])}</b>')
             inside_at = term.end
         inner.append(html.escape(_squash(text[inside_at:s_end])))
         kind = _EVIDENCE_KINDS.get(sentence.method, ("", ""))
@@ -79,8 +79,9 @@ def _marked(text: str, lo: int, hi: int, evidence: Sequence[Any]) -> str:
     return "".join(pieces).strip()
 
 
-def document_html(text: str, start: int | None = None, end: int | None = None,
-                  limit: int = DOCUMENT_VIEW_CHARS) -> tuple[str, str]:
+def document_html(
+    text: str, start: int | None = None, end: int | None = None, limit: int = DOCUMENT_VIEW_CHARS
+) -> tuple[str, str]:
     """The whole document as escaped HTML (line breaks kept by CSS), the span
     ``start:end`` highlighted. Past ``limit`` characters only a window around the
     span is shown; the second value then says which part (never a silent cut)."""

@@ -38,8 +38,14 @@ def sidebar_collection(root: Path, paths: list[Path]) -> Path:
     if len(paths) == 1:
         return paths[0]
     names = [p.name for p in paths]
-    name = st.sidebar.selectbox("Collection", names, index=url_index(names, "c"), key="c", bind="query-params",
-                                help=f"Collections found in {md_escape(root)}")
+    name = st.sidebar.selectbox(
+        "Collection",
+        names,
+        index=url_index(names, "c"),
+        key="c",
+        bind="query-params",
+        help=f"Collections found in {md_escape(root)}",
+    )
     return paths[names.index(name)]
 
 
@@ -48,12 +54,16 @@ def sidebar_stats(info: dict[str, Any]) -> None:
     left, right = st.sidebar.columns(2)
     left.metric("Documents", f"{info['documents']:,}")
     right.metric("Chunks", f"{info['chunks']:,}")
-    st.sidebar.html(stats_html([
-        ("Model", model_label(info["model"]), info["model"]),
-        ("Index", info["index"], f"dimension {info['dim']}"),
-        ("On disk", format_bytes(info["size_bytes"]), f"{info['size_bytes']:,} bytes"),
-        ("Updated", format_age(info["updated_at"]), info["updated_at"]),
-    ]))
+    st.sidebar.html(
+        stats_html(
+            [
+                ("Model", model_label(info["model"]), info["model"]),
+                ("Index", info["index"], f"dimension {info['dim']}"),
+                ("On disk", format_bytes(info["size_bytes"]), f"{info['size_bytes']:,} bytes"),
+                ("Updated", format_age(info["updated_at"]), info["updated_at"]),
+            ]
+        )
+    )
 
 
 def sidebar_settings(specs: list[FilterField], scope: str) -> tuple[int, str, dict | None, str | None]:
@@ -69,18 +79,26 @@ def sidebar_settings(specs: list[FilterField], scope: str) -> tuple[int, str, di
     """
     st.sidebar.divider()
     st.sidebar.subheader("Search settings")
-    k = st.sidebar.slider("Results", 1, MAX_K, DEFAULT_K, key="k", bind="query-params",
-                          help="How many documents to show")
+    k = st.sidebar.slider(
+        "Results", 1, MAX_K, DEFAULT_K, key="k", bind="query-params", help="How many documents to show"
+    )
     modes = list(Collection.SEARCH_MODES)
-    mode = st.sidebar.selectbox("Mode", modes, index=modes.index(default_mode()), key="mode", bind="query-params",
-                                help="How documents are matched to the query")
+    mode = st.sidebar.selectbox(
+        "Mode",
+        modes,
+        index=modes.index(default_mode()),
+        key="mode",
+        bind="query-params",
+        help="How documents are matched to the query",
+    )
     st.sidebar.subheader("Filters")
     clauses, keys = field_filters(specs, scope)
     if not specs:
         st.sidebar.caption("No metadata fields to filter on yet.")
     extra, problem = json_filter()
-    st.sidebar.button("Clear filters", on_click=clear_filters, args=(keys,), icon=":material/filter_alt_off:",
-                      type="tertiary")
+    st.sidebar.button(
+        "Clear filters", on_click=clear_filters, args=(keys,), icon=":material/filter_alt_off:", type="tertiary"
+    )
     return k, mode, build_where(clauses, extra), problem
 
 
@@ -121,7 +139,10 @@ def json_filter() -> tuple[dict | None, str | None]:
         and why it is unusable (None when it is fine).
     """
     raw = st.sidebar.text_area(
-        "Filter as JSON", key="where", bind="query-params", height=80,
+        "Filter as JSON",
+        key="where",
+        bind="query-params",
+        height=80,
         placeholder='{"year": {"$gte": 2020}}',
         help="Any filter semsearch understands: equality, $gt $gte $lt $lte $ne, $in $nin, $and $or $not. "
         "Combined with the fields above.",

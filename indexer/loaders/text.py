@@ -1,4 +1,4 @@
-"""Text formats: bytes decoded to text, and the document of a plain text, Markdown or HTML file."""
+"""Text formats: bytes decoded to text, and the document of a plain text, Markdown or HTML file, with sections."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from typing import Any
 import charset_normalizer
 
 from indexer.loaders.common import Rejected
-from indexer.loaders.markup import parse_html
+from indexer.loaders.markup import html_parts
+from indexer.loaders.sections import SectionPath
 from retriever.documents import Document
+from retriever.locations import LOCATIONS_KEY, LocatedText
 
 # UTF-32 first: its little-endian mark starts with the UTF-16 one.
 _BOMS = (
@@ -28,6 +30,9 @@ _BINARY_SNIFF_BYTES = 8192
 _ATX_OPENING = re.compile(r" {0,3}#{1,6}[ \t]+")
 
 _CODE_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_SETEXT_UNDERLINE = re.compile(r" {0,3}(=+|-+)[ \t]*")
+# Lines whose next line's "---" is a rule or part of a table, not a setext underline.
+_NOT_UNDERLINED = re.compile(r" {0,3}([-*+>|]|\d{1,9}[.)]([ \t]|$)|#)| {4}|\t")
 
 
 def decode(data: bytes) -> tuple[str, str | None]:
@@ -80,45 +85,99 @@ def choose_encoding(data: bytes, complete: bool = True) -> tuple[str, str | None
         except (LookupError, UnicodeDecodeError):
             pass
     offset = utf8_error.start
-    raise Rejected(
-        f"not valid UTF-8 (invalid byte 0x{data[offset]:02x} at offset {offset}) and no other encoding fits"
-    )
+    raise Rejected(f"not valid UTF-8 (invalid byte 0x{data[offset]:02x} at offset {offset}) and no other encoding fits")
 
 
-def text_document(
-    text: str, source: str, fmt: str, stem: str, defaults: dict[str, Any]
-) -> Document:
+def text_document(text: str, source: str, fmt: str, stem: str, defaults: dict[str, Any]) -> Document:
     """The document of a text, Markdown or HTML file, with ``defaults`` in its metadata.
+
+    Markdown keeps its text as written; its ATX (``## Title``) and setext
+    (``Title`` over ``---``) headings outside code fences give the
+    ``section`` paths of ``metadata["locations"]``, and the first one is
+    the title. HTML gives its text (``markup.parse_html``) split at
+    ``<h1>``-``<h6>``, with the same sections. Locations are left out when
+    there is no heading.
 
     Raises:
         Rejected: no text is left after extraction.
     """
+    locations: dict[str, list] = {}
     if fmt == "html":
-        title, body = parse_html(text)
+        title, body, locations = _html_text(text)
     elif fmt == "md":
-        title, body = _markdown_title(text), text
+        headings = _markdown_headings(text)
+        title, body, locations = (headings[0][2] if headings else ""), text, _markdown_locations(text, headings)
     else:
         title, body = "", text
     if not body.strip():
         raise Rejected("empty document")
-    metadata = defaults | {"format": fmt}
+    metadata = defaults | {"format": fmt} | ({LOCATIONS_KEY: locations} if locations else {})
     return Document(id=source, text=body, title=title or stem, metadata=metadata)
 
 
-def _markdown_title(text: str) -> str:
-    """The text of the first non-blank ATX heading outside code fences, or ""."""
-    fence = ""
-    for line in text.splitlines():
-        opener = _CODE_FENCE.match(line)
-        if fence:
-            closing = line.strip()
+def _html_text(markup: str) -> tuple[str, str, dict[str, list]]:
+    """``(title, text, locations)`` of an HTML page; locations are {} when it has no heading."""
+    title, parts = html_parts(markup)
+    built, path = LocatedText(), SectionPath()
+    for part in parts:
+        built.add(part.text, section=path.enter(part.level, part.heading) if part.level else path.current)
+    has_sections = any(part.level for part in parts)
+    return title, built.text, built.locations() if has_sections else {}
+
+
+def _markdown_headings(text: str) -> list[tuple[int, int, str]]:
+    """``(offset, level, text)`` of each non-blank ATX or setext heading outside code fences, in order.
+
+    A setext heading is a paragraph line underlined by ``===`` (level 1) or
+    ``---`` (level 2); its offset is that of the paragraph line. A line that
+    starts a list, quote or table is not underlined (its ``---`` is a rule),
+    and YAML front matter (between ``---`` lines at the top) holds no heading.
+    """
+    found: list[tuple[int, int, str]] = []
+    fence, offset, previous, previous_offset = "", 0, "", -1
+    lines = text.splitlines(keepends=True)
+    if lines and lines[0].rstrip() == "---":  # YAML front matter: its closing "---" underlines nothing
+        fence = "---"
+        offset = len(lines[0])
+        lines = lines[1:]
+    for line in lines:
+        bare = line.splitlines()[0]  # the line without its ending, whichever of splitlines' it is
+        opener = _CODE_FENCE.match(bare)
+        if fence == "---":
+            fence = "" if bare.rstrip() in ("---", "...") else fence
+            bare = ""
+        elif fence:
+            closing = bare.strip()
             if closing.startswith(fence) and closing == fence[0] * len(closing):
                 fence = ""
+            bare = ""
         elif opener:
-            fence = opener.group(1)
-        elif (opening := _ATX_OPENING.match(line)) and (title := _heading_text(line[opening.end():])).strip():
-            return title  # a heading of Unicode blanks alone ("# \u3000") is blank too
-    return ""
+            fence, bare = opener.group(1), ""
+        elif (opening := _ATX_OPENING.match(bare)) and (heading := _heading_text(bare[opening.end() :])).strip():
+            found.append((offset, len(opening.group().strip()), heading))  # "# \u3000" alone is blank: no heading
+            bare = ""
+        elif (underline := _SETEXT_UNDERLINE.fullmatch(bare)) and previous_offset >= 0:
+            found.append((previous_offset, 1 if underline.group(1)[0] == "=" else 2, previous.strip()))
+            bare = ""
+        underlined = bare.strip() and not _NOT_UNDERLINED.match(bare)
+        previous, previous_offset = (bare, offset) if underlined else ("", -1)
+        offset += len(line)
+    return found
+
+
+def _markdown_locations(text: str, headings: list[tuple[int, int, str]]) -> dict[str, list]:
+    """The ``start`` and ``section`` columns of a Markdown text: a part per heading (and one before the first)."""
+    if not headings:
+        return {}
+    columns: dict[str, list] = {"start": [], "section": []}
+    if text[: headings[0][0]].strip():
+        columns["start"].append(0)
+        columns["section"].append(None)
+    path = SectionPath()
+    for offset, level, heading in headings:
+        columns["start"].append(offset)
+        columns["section"].append(path.enter(level, " ".join(heading.split())))
+    return columns
 
 
 def _heading_text(rest: str) -> str:

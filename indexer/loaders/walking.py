@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator, Sequence
 from fnmatch import fnmatch
 from pathlib import Path
 
-from indexer.loaders.common import SUPPORTED_SUFFIXES, LoadError, is_beir_dir, real_path, shown_path
+from indexer.loaders.common import LoadError, is_beir_dir, real_path, shown_path
 from retriever.errors import BadInputError
+
+HIDDEN = "hidden, not walked"
 
 
 def walk(
@@ -16,13 +19,18 @@ def walk(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     skipped: list[LoadError] | None = None,
+    unread: list[LoadError] | None = None,
 ) -> Iterator[tuple[Path, Path]]:
     """``(root, path)`` for every file or BEIR directory to load, in sorted order.
 
     A root that is a file or a BEIR directory yields itself, unfiltered. A
-    directory root is walked recursively, skipping hidden names (starting
-    with "."), and yields the files with a supported suffix and the BEIR
-    directories below it (whose other files are left to ``load_path``).
+    directory root is walked recursively and yields every regular file below
+    it, whatever its name (``load_path`` decides what it is), and the BEIR
+    directories (whose other files are left to ``load_path``). Hidden names
+    (starting with ".") are not walked into; they and what is not a regular
+    file (a FIFO, a socket, a device) are left out and, when ``unread`` is
+    given, appended to it as a ``LoadError`` with ``unread=True`` (a hidden
+    folder counts once, for all it holds).
     ``include`` and ``exclude`` are ``fnmatch`` patterns, matched against the
     path relative to the root (POSIX form) and against the bare name: an
     entry is kept when it matches any include (or include is empty, the
@@ -41,27 +49,30 @@ def walk(
     for root in roots:
         if not root.exists():
             raise BadInputError(f"{root}: no such file or directory")
-    return _walk_roots(roots, include, exclude, [] if skipped is None else skipped)
+    return _walk_roots(roots, include, exclude, [] if skipped is None else skipped, [] if unread is None else unread)
 
 
 def _walk_roots(
-    roots: list[Path], include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError]
+    roots: list[Path], include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError], unread: list[LoadError]
 ) -> Iterator[tuple[Path, Path]]:
     """``walk`` after its roots were checked: each path once, first root wins."""
     seen: set[str] = set()
     for root in roots:
         whole = not root.is_dir() or is_beir_dir(root)
-        for entry in [root] if whole else _walk_dir(root, include, exclude, skipped):
+        for entry in [root] if whole else _walk_dir(root, include, exclude, skipped, unread):
             key = real_path(entry)
             if key not in seen:
                 seen.add(key)
                 yield root, entry
 
 
-def _walk_dir(root: Path, include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError]) -> list[Path]:
-    """Loadable files and BEIR directories under ``root`` and inside it, sorted by relative path."""
+def _walk_dir(
+    root: Path, include: Sequence[str], exclude: Sequence[str], skipped: list[LoadError], unread: list[LoadError]
+) -> list[Path]:
+    """Regular files and BEIR directories under ``root`` and inside it, sorted by relative path."""
     found: list[Path] = []
     linked_dirs: list[Path] = []
+    passed: list[tuple[Path, str]] = []
 
     def unreadable(error: OSError) -> None:
         where = real_path(Path(error.filename)) if error.filename else real_path(root)
@@ -69,24 +80,42 @@ def _walk_dir(root: Path, include: Sequence[str], exclude: Sequence[str], skippe
 
     for dirpath, dirnames, filenames in os.walk(root, onerror=unreadable):
         here = Path(dirpath)
-        beir = [name for name in dirnames if not name.startswith(".") and is_beir_dir(here / name)]
-        linked_dirs.extend(here / name for name in dirnames
-                           if not name.startswith(".") and name not in beir and (here / name).is_symlink())  # fmt: skip
-        dirnames[:] = [name for name in dirnames if not name.startswith(".") and name not in beir]
-        files = [
-            name
-            for name in filenames
-            if not name.startswith(".") and Path(name).suffix.lower() in SUPPORTED_SUFFIXES
-        ]
-        found.extend(here / name for name in beir + files)
-    kept = [
-        path
-        for path in found
-        if _selected(path.relative_to(root).as_posix(), path.name, include, exclude)
-    ]
+        passed.extend((here / name, HIDDEN) for name in dirnames + filenames if name.startswith("."))
+        dirnames[:] = [name for name in dirnames if not name.startswith(".")]
+        beir = [name for name in dirnames if is_beir_dir(here / name)]
+        linked_dirs.extend(here / name for name in dirnames if name not in beir and (here / name).is_symlink())
+        dirnames[:] = [name for name in dirnames if name not in beir]
+        for name in filenames:
+            if not name.startswith("."):
+                kind = _not_regular(here / name)
+                found.extend([here / name] if kind is None else [])
+                passed.extend([(here / name, kind)] if kind else [])
+        found.extend(here / name for name in beir)
+    kept = [path for path in found if _selected(path.relative_to(root).as_posix(), path.name, include, exclude)]
     linked_dirs = [path for path in linked_dirs if _selected(path.relative_to(root).as_posix(), path.name, (), exclude)]
+    unread.extend(
+        LoadError(shown_path(path), reason, unread=True)
+        for path, reason in sorted(passed)
+        if _selected(path.relative_to(root).as_posix(), path.name, (), exclude)
+    )
     inside = _inside(root, sorted(kept + linked_dirs, key=lambda path: path.relative_to(root).parts), skipped)
     return [path for path in inside if path not in linked_dirs]
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it is no regular file (following links): a FIFO, a socket, a device; None else.
+
+    A path that cannot be examined (a dangling link) is None: it is yielded,
+    and loading it reports why.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+    return f"not a regular file ({kind})"
 
 
 def _inside(root: Path, paths: list[Path], skipped: list[LoadError]) -> list[Path]:

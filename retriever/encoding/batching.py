@@ -125,9 +125,9 @@ def call_overhead_tokens(backend, window: int, repeats: int = 5) -> float | None
     which would read as a larger overhead.
 
     Returns:
-        The overhead over the per-token cost (about 18 for MiniLM on ONNX
-        Runtime, 2-core AVX2; about 60 for OpenVINO bf16 fixed shapes, AMX),
-        or ``None`` when the two sizes cost the same.
+        The overhead over the per-token cost, at least 0.0 (the figures of
+        some backends and CPUs are in docs/benchmarks.md), or ``None`` when
+        the longer row costs no more than the shorter.
     """
     sizes = (16, max(17, min(64, window)))
     best = {size: float("inf") for size in sizes}
@@ -146,9 +146,7 @@ def call_overhead_tokens(backend, window: int, repeats: int = 5) -> float | None
     return max(0.0, best[short] / per_token - short_run)
 
 
-def concurrent_rates(
-    direct, batched, lengths: Sequence[int], callers: int = 8, rounds: int = 3
-) -> dict[str, float]:
+def concurrent_rates(direct, batched, lengths: Sequence[int], callers: int = 8, rounds: int = 3) -> dict[str, float]:
     """One-row calls per second from ``callers`` threads at once: straight to ``direct``, and through ``batched``.
 
     Each round sends one call of each of ``lengths`` tokens from a pool of

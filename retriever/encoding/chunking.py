@@ -52,19 +52,11 @@ class Chunker:
             the window is not prefixed.
     """
 
-    def __init__(
-        self,
-        tokenizer,
-        window_tokens: int,
-        overlap_tokens: int = 32,
-        title_prefix: bool = True,
-    ) -> None:
+    def __init__(self, tokenizer, window_tokens: int, overlap_tokens: int = 32, title_prefix: bool = True) -> None:
         if window_tokens < 8:
             raise BadInputError(f"chunk window must be at least 8 tokens, got {window_tokens}")
         if not 0 <= overlap_tokens < window_tokens // 2:
-            raise BadInputError(
-                f"chunk overlap must be in [0, {window_tokens // 2}) tokens, got {overlap_tokens}"
-            )
+            raise BadInputError(f"chunk overlap must be in [0, {window_tokens // 2}) tokens, got {overlap_tokens}")
         self.tokenizer = _rust_tokenizer(tokenizer)
         self.window_tokens = window_tokens
         self.overlap_tokens = overlap_tokens
@@ -79,11 +71,18 @@ class Chunker:
         }
 
     def split(self, doc: Document) -> list[Chunk]:
-        """Chunk one document; raises ``BadInputError`` if it has no tokens."""
+        """Chunk one document.
+
+        A document whose text has no tokens but whose title has (a title
+        alone) is one chunk: ``title_chunk``.
+
+        Raises:
+            BadInputError: neither its text nor its title has a token.
+        """
         encoding = self.tokenizer.encode(doc.text, add_special_tokens=False)
         offsets, word_ids, ids = encoding.offsets, encoding.word_ids, encoding.ids
         if not offsets:
-            raise BadInputError(f"document {doc.id!r}: text has no tokens")
+            return [self.title_chunk(doc)]
         prefix, title_ids = self._title_prefix(doc.title)
         budget = self.window_tokens - len(title_ids)
 
@@ -100,6 +99,20 @@ class Chunker:
             start, end = offsets[first][0], offsets[last - 1][1]
             chunks.append(Chunk(ordinal, start, end, prefix + doc.text[start:end], (*title_ids, *ids[first:last])))
         return chunks
+
+    def title_chunk(self, doc: Document) -> Chunk:
+        """The one chunk of a document of a title alone: its title is what is embedded, whatever
+        ``title_prefix`` says, and the chunk spans no text (``start == end == 0``). A title longer than the
+        window is embedded by its first ``window_tokens`` tokens (BM25 indexes all of it).
+
+        Raises:
+            BadInputError: the title has no tokens either.
+        """
+        title = doc.title.strip()
+        title_ids = self.tokenizer.encode(title, add_special_tokens=False).ids if title else []
+        if not title_ids:
+            raise BadInputError(f"document {doc.id!r}: text has no tokens")
+        return Chunk(0, 0, 0, title, tuple(title_ids[: self.window_tokens]))
 
     def prefix(self, title: str) -> str:
         """The text put in front of every chunk of a document titled ``title`` (``""``: none)."""
@@ -145,9 +158,7 @@ def _inside_word(word_ids: list[int | None], i: int) -> bool:
     return 0 < i < len(word_ids) and word_ids[i] is not None and word_ids[i] == word_ids[i - 1]
 
 
-def _windows(
-    word_ids: list[int | None], size: int, overlap: int, fits=None
-) -> list[tuple[int, int]]:
+def _windows(word_ids: list[int | None], size: int, overlap: int, fits=None) -> list[tuple[int, int]]:
     """Token index ranges ``[first, last)`` of at most ``size`` tokens.
 
     Ends move back to a word start when they would split a word (unless the

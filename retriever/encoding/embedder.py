@@ -101,8 +101,10 @@ class Embedder:
         self._model = None  # the SentenceTransformer, loaded only when torch is needed
         self._hf_tokenizer = None
         self.decision: dict = {"requested": requested}
-        self._export = None if requested.startswith("torch") or device not in (None, "cpu") else (
-            export.find_export(self._location, self._cache_root)
+        self._export = (
+            None
+            if requested.startswith("torch") or device not in (None, "cpu")
+            else (export.find_export(self._location, self._cache_root))
         )
         chosen = (requested, requested)  # (passage backend, query backend)
         if requested == "auto" and device in (None, "cpu") and self._export is not None:
@@ -316,11 +318,7 @@ class Embedder:
         return self._encode_ids(ids, batch_size or self.batch_size, show_progress)
 
     def embed_token_ids(
-        self,
-        token_ids: Sequence[Sequence[int]],
-        *,
-        batch_size: int | None = None,
-        show_progress: bool | None = None,
+        self, token_ids: Sequence[Sequence[int]], *, batch_size: int | None = None, show_progress: bool | None = None
     ) -> np.ndarray:
         """Embed texts already tokenised (e.g. by ``Chunker.split``), skipping the tokenizer.
 

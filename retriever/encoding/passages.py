@@ -38,8 +38,9 @@ def embed_documents(docs: Sequence[Document], chunker: Chunker, embedder: Embedd
     vectors = embedder.embed_token_ids([chunk.token_ids for chunk_list in splits for chunk in chunk_list])
     out, at = {}, 0
     for doc, chunk_list in zip(docs, splits):
-        out[doc.id] = Embedded([(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)],
-                               embedder.weights_sha256)
+        out[doc.id] = Embedded(
+            [(c.start, c.end) for c in chunk_list], vectors[at : at + len(chunk_list)], embedder.weights_sha256
+        )
         at += len(chunk_list)
     return out
 

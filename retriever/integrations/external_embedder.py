@@ -61,9 +61,14 @@ class ExternalEmbedder:
     backend = query_backend = "external"
 
     def __init__(
-        self, name: str, embed_documents: DocumentsFn, embed_query: QueryFn, *,
-        window_bytes: int = DEFAULT_WINDOW_BYTES, source: Any = None,
-    ) -> None:  # fmt: skip
+        self,
+        name: str,
+        embed_documents: DocumentsFn,
+        embed_query: QueryFn,
+        *,
+        window_bytes: int = DEFAULT_WINDOW_BYTES,
+        source: Any = None,
+    ) -> None:
         if not isinstance(name, str) or not name.strip():
             raise BadInputError(f"an external model needs a non-empty name, got {name!r}")
         if isinstance(window_bytes, bool) or not isinstance(window_bytes, int) or window_bytes < 16:
@@ -87,8 +92,15 @@ class ExternalEmbedder:
 
     def identity(self) -> dict[str, Any]:
         """What a collection records to refuse a different model later."""
-        return {"name": self.name, "sha256": self.weights_sha256, "dim": self.dim, "max_tokens": self.max_tokens,
-                "pooling": "external", "normalize": True, "tokens": "utf-8 bytes"}
+        return {
+            "name": self.name,
+            "sha256": self.weights_sha256,
+            "dim": self.dim,
+            "max_tokens": self.max_tokens,
+            "pooling": "external",
+            "normalize": True,
+            "tokens": "utf-8 bytes",
+        }
 
     def info(self) -> dict[str, Any]:
         """The run-time encoder, as ``Embedder.info`` describes its own."""

@@ -17,7 +17,14 @@ of ``batch_size``); searching is ``Collection.search`` in the store's ``mode``
 (``"hybrid"`` by default, ``"dense"`` or ``"bm25"``; ``mode=`` per call too)
 with ``filter=`` in semsearch's ``where`` language (``retriever.filters``),
 and a hit comes back as its best passage (the whole text when it fits one
-chunk window) with the document's metadata and id.
+chunk window) with the document's metadata and id. Where the document
+records its structure, a hit's metadata also says where in its source the
+passage starts: ``location`` (``Hit.location``, e.g. ``{"page": 12}``), and
+for a page ``page`` and ``page_label`` as LangChain's PDF loaders write them
+(``page`` counted from 0, ``page_label`` the page number from 1 as text);
+the ``locations`` columns they come from stay out, and a field the document
+has itself under one of these names is left as it is. ``get_by_ids`` returns
+the stored documents, their metadata whole.
 
 Which model embeds: the collection's, always, for documents and queries alike
 (one model, one way to embed).
@@ -66,7 +73,7 @@ import numpy as np
 
 from retriever import validation
 from retriever.collection import DEFAULT_MODE, Collection
-from retriever.documents import Document
+from retriever.documents import Document, Hit
 from retriever.encoding.embedder import Embedder
 from retriever.errors import BadInputError, ModelMismatchError
 from retriever.integrations.external_embedder import DEFAULT_WINDOW_BYTES, ExternalEmbedder
@@ -115,8 +122,9 @@ class SemsearchEmbeddings(Embeddings):
         return self.model.embed(list(texts), on_overflow=self.on_overflow)
 
 
-def embedder_for(embeddings: Embeddings, *, name: str | None = None,
-                 window_bytes: int = DEFAULT_WINDOW_BYTES) -> ExternalEmbedder:
+def embedder_for(
+    embeddings: Embeddings, *, name: str | None = None, window_bytes: int = DEFAULT_WINDOW_BYTES
+) -> ExternalEmbedder:
     """A collection's embedder around a LangChain ``Embeddings`` (see the module docstring).
 
     Args:
@@ -128,10 +136,16 @@ def embedder_for(embeddings: Embeddings, *, name: str | None = None,
         raise BadInputError(f"embeddings must be a LangChain Embeddings, got {type(embeddings).__name__}")
     kind = type(embeddings)
     label = f"{NAME_PREFIX}{kind.__module__.split('.')[0]}.{kind.__qualname__}"
-    model = next((v for v in (getattr(embeddings, f, None) for f in MODEL_NAME_FIELDS) if isinstance(v, str) and v),
-                 None)
-    return ExternalEmbedder(name or (f"{label}/{model}" if model else label), embeddings.embed_documents,
-                            embeddings.embed_query, window_bytes=window_bytes, source=embeddings)
+    model = next(
+        (v for v in (getattr(embeddings, f, None) for f in MODEL_NAME_FIELDS) if isinstance(v, str) and v), None
+    )
+    return ExternalEmbedder(
+        name or (f"{label}/{model}" if model else label),
+        embeddings.embed_documents,
+        embeddings.embed_query,
+        window_bytes=window_bytes,
+        source=embeddings,
+    )
 
 
 class SemsearchVectorStore(VectorStore):
@@ -179,8 +193,15 @@ class SemsearchVectorStore(VectorStore):
         return self._embedding
 
     # -- writes -----------------------------------------------------------
-    def add_texts(self, texts: Iterable[str], metadatas: list[dict] | None = None, *,
-                  ids: list[str | None] | None = None, batch_size: int | None = None, **kwargs: Any) -> list[str]:
+    def add_texts(
+        self,
+        texts: Iterable[str],
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str | None] | None = None,
+        batch_size: int | None = None,
+        **kwargs: Any,
+    ) -> list[str]:
         """Add or replace texts; returns their ids in order (missing ones made as uuid4 strings).
 
         Args:
@@ -194,11 +215,13 @@ class SemsearchVectorStore(VectorStore):
         metadatas = [None] * len(texts) if metadatas is None else list(metadatas)
         ids = [None] * len(texts) if ids is None else list(ids)
         if not len(texts) == len(metadatas) == len(ids):
-            raise BadInputError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one of each "
-                                "per text")
+            raise BadInputError(
+                f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one of each per text"
+            )
         ids = [str(uuid.uuid4()) if doc_id is None else doc_id for doc_id in ids]
-        docs = [Document(id=doc_id, text=text, metadata=_copy(meta))
-                for doc_id, text, meta in zip(ids, texts, metadatas)]
+        docs = [
+            Document(id=doc_id, text=text, metadata=_copy(meta)) for doc_id, text, meta in zip(ids, texts, metadatas)
+        ]
         self._write(docs, batch_size)
         return ids
 
@@ -206,8 +229,9 @@ class SemsearchVectorStore(VectorStore):
         """Delete documents by id; ids not stored are skipped. ``ids=None`` is refused, never "delete all"."""
         _refuse_unknown(kwargs, "delete")
         if ids is None:
-            raise BadInputError("delete needs the ids to delete; to empty a local collection pass "
-                                "list(store.collection.ids())")
+            raise BadInputError(
+                "delete needs the ids to delete; to empty a local collection pass list(store.collection.ids())"
+            )
         self.collection.delete(ids)
         return True
 
@@ -217,8 +241,9 @@ class SemsearchVectorStore(VectorStore):
         return [_langchain_document(doc.id, doc.text, doc.metadata) for doc in found if doc is not None]
 
     def _write(self, docs: list[Document], batch_size: int | None) -> None:
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or batch_size < 1):
+        if batch_size is not None and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+        ):
             raise BadInputError(f"batch_size must be a positive integer or None, got {batch_size!r}")
         if isinstance(self.collection, RemoteCollection):
             self.collection.upsert(docs, batch_size=batch_size or DEFAULT_BATCH)
@@ -228,28 +253,50 @@ class SemsearchVectorStore(VectorStore):
             self.collection.upsert(docs[start : start + step])
 
     # -- searches ---------------------------------------------------------
-    def similarity_search(self, query: str, k: int = 4, filter: dict | None = None,  # noqa: A002 - LangChain's name
-                          **kwargs: Any) -> list[LangChainDocument]:
+    def similarity_search(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict | None = None,  # noqa: A002 - LangChain's name
+        **kwargs: Any,
+    ) -> list[LangChainDocument]:
         """The ``k`` best documents for ``query`` (``filter``: a ``where``; ``mode=`` overrides the store's)."""
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
-    def similarity_search_with_score(self, query: str, k: int = 4, filter: dict | None = None,  # noqa: A002
-                                     **kwargs: Any) -> list[tuple[LangChainDocument, float]]:
+    def similarity_search_with_score(
+        self,
+        query: str,
+        k: int = 4,
+        filter: dict | None = None,  # noqa: A002
+        **kwargs: Any,
+    ) -> list[tuple[LangChainDocument, float]]:
         """``(document, score)`` by descending score: cosine (dense), BM25 (bm25) or fused (hybrid)."""
         mode = kwargs.pop("mode", self.mode)
         _refuse_unknown(kwargs, "similarity_search")
         hits = self.collection.search(query, k=k, where=filter, mode=mode, evidence="none")
-        return [(_langchain_document(hit.id, hit.text, hit.metadata), hit.score) for hit in hits]
+        return [(_hit_document(hit), hit.score) for hit in hits]
 
-    def similarity_search_by_vector(self, embedding: list[float], k: int = 4, filter: dict | None = None,  # noqa: A002
-                                    **kwargs: Any) -> list[LangChainDocument]:
+    def similarity_search_by_vector(
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict | None = None,  # noqa: A002
+        **kwargs: Any,
+    ) -> list[LangChainDocument]:
         """Dense search with a query vector ``(dim,)`` from the store's model (``embeddings.embed_query``)."""
         _refuse_unknown(kwargs, "similarity_search_by_vector")
         hits = self.collection.search(vector=embedding, k=k, where=filter, evidence="none")
-        return [_langchain_document(hit.id, hit.text, hit.metadata) for hit in hits]
+        return [_hit_document(hit) for hit in hits]
 
-    def max_marginal_relevance_search(self, query: str, k: int = 4, fetch_k: int = 20, lambda_mult: float = 0.5,
-                                      filter: dict | None = None, **kwargs: Any) -> list[LangChainDocument]:  # noqa: A002
+    def max_marginal_relevance_search(
+        self,
+        query: str,
+        k: int = 4,
+        fetch_k: int = 20,
+        lambda_mult: float = 0.5,
+        filter: dict | None = None,
+        **kwargs: Any,
+    ) -> list[LangChainDocument]:  # noqa: A002
         """``k`` of the best ``fetch_k`` that also differ from each other (``lambda_mult`` 1: relevance only)."""
         found = self.similarity_search_with_score(query, fetch_k, filter, **kwargs)
         if not found:
@@ -261,19 +308,29 @@ class SemsearchVectorStore(VectorStore):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return _relevance(self.mode)
 
-    def _similarity_search_with_relevance_scores(self, query: str, k: int = 4,
-                                                 **kwargs: Any) -> list[tuple[LangChainDocument, float]]:
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LangChainDocument, float]]:
         relevance = _relevance(kwargs.get("mode", self.mode))
         return [(doc, relevance(score)) for doc, score in self.similarity_search_with_score(query, k, **kwargs)]
 
-    async def _asimilarity_search_with_relevance_scores(self, query: str, k: int = 4,
-                                                        **kwargs: Any) -> list[tuple[LangChainDocument, float]]:
+    async def _asimilarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[LangChainDocument, float]]:
         return await run_in_executor(None, self._similarity_search_with_relevance_scores, query, k, **kwargs)
 
     @classmethod
-    def from_texts(cls, texts: list[str], embedding: Embeddings | None = None, metadatas: list[dict] | None = None,
-                   *, ids: list[str | None] | None = None, collection: Target | None = None,
-                   mode: str = DEFAULT_MODE, batch_size: int | None = None) -> "SemsearchVectorStore":
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Embeddings | None = None,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str | None] | None = None,
+        collection: Target | None = None,
+        mode: str = DEFAULT_MODE,
+        batch_size: int | None = None,
+    ) -> "SemsearchVectorStore":
         """A store holding ``texts``, over ``collection`` (default: a new temporary directory, removed with the store).
 
         ``embedding`` chooses the model as in the constructor.
@@ -295,14 +352,16 @@ def _collection_for(target: Any, embedding: Embeddings | None) -> Collection | R
             _check_same_model(target, embedding)
         return target
     if not isinstance(target, (str, os.PathLike)):
-        raise BadInputError(f"collection must be a Collection, a RemoteCollection or a directory, "
-                            f"got {type(target).__name__}")
+        raise BadInputError(
+            f"collection must be a Collection, a RemoteCollection or a directory, got {type(target).__name__}"
+        )
     collection = Collection.open_or_create(target, _model_for(embedding))
     built_with = collection.model["name"]
     if embedding is None and built_with.startswith(NAME_PREFIX):
         collection.close()
-        raise BadInputError(f"collection {target} was built with the LangChain model {built_with!r}: pass that "
-                            "model as embedding=")
+        raise BadInputError(
+            f"collection {target} was built with the LangChain model {built_with!r}: pass that model as embedding="
+        )
     return collection
 
 
@@ -314,19 +373,25 @@ def _model_for(embedding: Embeddings | None) -> Any:
         return embedder_for(embedding)
     model = embedding.model
     if isinstance(model, RemoteCollection):
-        raise BadInputError("a server's embeddings cannot build a local collection: use the server's collection "
-                            "(SemsearchVectorStore(RemoteCollection(url))) or a local model")
+        raise BadInputError(
+            "a server's embeddings cannot build a local collection: use the server's collection "
+            "(SemsearchVectorStore(RemoteCollection(url))) or a local model"
+        )
     return model.embedder if isinstance(model, Collection) else model
 
 
 def _check_same_model(collection: Collection | RemoteCollection, embedding: Embeddings) -> None:
     """Raise ``ModelMismatchError`` unless ``embedding`` is the model ``collection`` embeds with."""
-    expected, given = _identity(collection), _identity(
-        embedding.model if isinstance(embedding, SemsearchEmbeddings) else embedder_for(embedding))
+    expected, given = (
+        _identity(collection),
+        _identity(embedding.model if isinstance(embedding, SemsearchEmbeddings) else embedder_for(embedding)),
+    )
     if given[1:] != expected[1:]:
-        raise ModelMismatchError(f"the collection embeds with model {expected[0]!r} (dim {expected[2]}); the "
-                                 f"embedding given is {given[0]!r} (dim {given[2]}): leave embedding out, or give "
-                                 "the collection's own model")
+        raise ModelMismatchError(
+            f"the collection embeds with model {expected[0]!r} (dim {expected[2]}); the "
+            f"embedding given is {given[0]!r} (dim {given[2]}): leave embedding out, or give "
+            "the collection's own model"
+        )
 
 
 def _identity(model: Any) -> tuple[str, str, int]:
@@ -343,8 +408,9 @@ def _identity(model: Any) -> tuple[str, str, int]:
 def _relevance(mode: str) -> Callable[[float], float]:
     """Score to relevance in [0, 1] for ``mode``: cosine clipped at 0, fused kept; BM25 refused."""
     if mode == "bm25":
-        raise BadInputError("BM25 scores have no upper bound, so they give no relevance in [0, 1]: search in mode "
-                            "'dense' or 'hybrid'")
+        raise BadInputError(
+            "BM25 scores have no upper bound, so they give no relevance in [0, 1]: search in mode 'dense' or 'hybrid'"
+        )
     if mode == "dense":
         return lambda score: min(1.0, max(0.0, score))
     return lambda score: score
@@ -352,6 +418,24 @@ def _relevance(mode: str) -> Callable[[float], float]:
 
 def _langchain_document(doc_id: str, text: str, metadata: dict[str, Any]) -> LangChainDocument:
     return LangChainDocument(id=doc_id, page_content=text, metadata=dict(metadata))
+
+
+def _hit_document(hit: Hit) -> LangChainDocument:
+    """A hit as a LangChain document: its passage, and its metadata with where in its source it is."""
+    found = location_fields(hit.location)
+    return _langchain_document(
+        hit.id, hit.text, hit.metadata | {name: value for name, value in found.items() if name not in hit.metadata}
+    )
+
+
+def location_fields(location: dict[str, Any] | None) -> dict[str, Any]:
+    """A hit's location as LangChain metadata: ``{"location": ...}``, and for a page ``page`` (from 0) and
+    ``page_label`` (the page number, from 1, as text), as LangChain's PDF loaders write them; ``{}`` for none."""
+    if not location:
+        return {}
+    page = location.get("page")
+    pages = {"page": page - 1, "page_label": str(page)} if isinstance(page, int) else {}
+    return {"location": location, **pages}
 
 
 def _copy(metadata: Any) -> Any:

@@ -9,6 +9,11 @@ by it) and ``_llamaindex`` (what rebuilds the node: its JSON without text,
 metadata and embedding, its class, its length). Node metadata may not use
 those two names. Documents written by semsearch itself come back as
 ``TextNode``s showing their best passage, with its character offsets.
+A node found by a query also carries where in its source its passage starts,
+where the document records its structure: ``location`` (``Hit.location``,
+e.g. ``{"page": 12}``) and for a page ``page_label`` (the page number as text,
+as LlamaIndex's PDF reader writes it) in its metadata, unless the node has a
+field of that name itself; the ``locations`` columns stay out.
 
 One model, one way to embed. The collection embeds with its own model; a
 vector that comes with a node or a query is used only when it is known to be
@@ -63,6 +68,7 @@ from retriever.integrations.llamaindex_nodes import (
     REF_DOC_ID,
     document_of,
     is_node_box,
+    location_fields,
     node_of,
     where_from_filters,
     where_of,
@@ -76,7 +82,6 @@ SEARCH_MODES = {
     VectorStoreQueryMode.SPARSE: "bm25",
     VectorStoreQueryMode.TEXT_SEARCH: "bm25",
 }
-
 
 
 # -- which vectors are the model's ---------------------------------------------
@@ -364,10 +369,12 @@ class SemsearchVectorStore(BasePydanticVectorStore):
     def _node_of_hit(self, hit: Hit) -> BaseNode:
         """The node of a hit, with its whole text (a hit shows one chunk: the stored text is read when it has more)."""
         box = hit.metadata.get(NODE_FIELD)
+        found = location_fields(hit.location)
+        metadata = hit.metadata | {name: value for name, value in found.items() if name not in hit.metadata}
         if not is_node_box(box):
-            return node_of(hit.id, hit.text, hit.title, hit.metadata, span=(hit.start, hit.end))
+            return node_of(hit.id, hit.text, hit.title, metadata, span=(hit.start, hit.end))
         text = hit.text
         if not (hit.start == 0 and hit.end == box.get("chars")):
             stored = self._collection.get(hit.id)
             text = stored.text if stored is not None else hit.text
-        return node_of(hit.id, text, hit.title, hit.metadata)
+        return node_of(hit.id, text, hit.title, metadata)

@@ -3,7 +3,8 @@
 A node is one semsearch document: its id, its text, its metadata plus
 ``ref_doc_id`` (the source document) and ``_llamaindex`` (the node's JSON
 without text, metadata and embedding, its class and its length), which
-rebuild it. ``MetadataFilters`` map onto ``where`` operator for operator.
+rebuild it; a found node's metadata also says where in its source it is
+(``location_fields``). ``MetadataFilters`` map onto ``where`` operator for operator.
 """
 
 from __future__ import annotations
@@ -54,8 +55,7 @@ def where_from_filters(filters: MetadataFilters) -> dict[str, Any]:
             a value of the wrong shape (a list for ``EQ``, one value for ``IN``, ``None``).
     """
     parts = [
-        where_from_filters(item) if isinstance(item, MetadataFilters) else _comparison(item)
-        for item in filters.filters
+        where_from_filters(item) if isinstance(item, MetadataFilters) else _comparison(item) for item in filters.filters
     ]
     condition = filters.condition or FilterCondition.AND
     if condition == FilterCondition.AND:
@@ -126,6 +126,15 @@ def node_of(
         metadata["title"] = title
     start, end = span if span is not None else (0, len(text))
     return TextNode(id_=doc_id, text=text, metadata=metadata, start_char_idx=start, end_char_idx=end)
+
+
+def location_fields(location: dict[str, Any] | None) -> dict[str, Any]:
+    """A hit's location as node metadata: ``{"location": ...}``, and for a page ``page_label`` (the page
+    number, from 1, as text, as LlamaIndex's PDF reader writes it); ``{}`` for none."""
+    if not location:
+        return {}
+    page = location.get("page")
+    return {"location": location, **({"page_label": str(page)} if isinstance(page, int) else {})}
 
 
 def is_node_box(box: Any) -> bool:

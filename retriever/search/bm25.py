@@ -37,18 +37,26 @@ STOPWORDS_EN = frozenset(
 class Analyzer:
     """Text to index terms: lower-case word tokens, stopwords out, Porter stems.
 
+    One language's analysis; ``retriever.search.languages`` makes those of
+    other languages than English, ``retriever.search.multilingual`` picks a
+    document's.
+
     Args:
         stemmer: A Snowball algorithm name for PyStemmer (default ``"porter"``),
             or ``None`` for no stemming.
-        stopwords: ``"en"`` for Lucene's English list (default) or ``None``.
+        stopwords: ``"en"`` for Lucene's English list (default), ``None``, or
+            the lower-case stop words themselves (a frozenset).
     """
 
-    def __init__(self, stemmer: str | None = "porter", stopwords: str | None = "en") -> None:
+    def __init__(self, stemmer: str | None = "porter", stopwords: str | frozenset[str] | None = "en") -> None:
         import Stemmer
 
-        self.settings = {"stemmer": stemmer, "stopwords": stopwords}
+        self.settings = {"stemmer": stemmer, "stopwords": "listed" if isinstance(stopwords, frozenset) else stopwords}
         self._stemmer = Stemmer.Stemmer(stemmer) if stemmer else None
-        self._stopwords = STOPWORDS_EN if stopwords == "en" else frozenset()
+        if isinstance(stopwords, frozenset):
+            self._stopwords = stopwords
+        else:
+            self._stopwords = STOPWORDS_EN if stopwords == "en" else frozenset()
         self._stem_of: dict[str, str] = {}  # words seen by term_spans, stemmed (up to STEM_CACHE)
         self._words_of: dict[str, set[str]] = {}  # the same, stem -> its words
         self._stems_lock = threading.Lock()
@@ -252,8 +260,9 @@ def counted_terms(query_terms: Sequence[str]) -> tuple[list[str], np.ndarray]:
     return list(counts), np.asarray(list(counts.values()), dtype=np.int64)
 
 
-def posting_scores(weight: np.ndarray, term_of: np.ndarray, tf: np.ndarray, lengths: np.ndarray,
-                   k1: float, b: float, avgdl: float) -> np.ndarray:
+def posting_scores(
+    weight: np.ndarray, term_of: np.ndarray, tf: np.ndarray, lengths: np.ndarray, k1: float, b: float, avgdl: float
+) -> np.ndarray:
     """float32 BM25 share of each posting: ``weight[term] * tf / (tf + k1 * (1 - b + b * length / avgdl))``.
 
     ``weight`` is ``(terms,)`` (idf times the term's count in the query); the

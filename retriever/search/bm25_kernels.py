@@ -106,8 +106,29 @@ def _push(heap_score, heap_key, n, score, key):
 
 
 @_compiled
-def skip_part(rows, tf, lengths, live, allowed, lo, hi, weight, bound, k1, one_minus_b, b, avgdl,
-              part, heap_score, heap_key, state, floor, partial, found_rows, found_partial):
+def skip_part(
+    rows,
+    tf,
+    lengths,
+    live,
+    allowed,
+    lo,
+    hi,
+    weight,
+    bound,
+    k1,
+    one_minus_b,
+    b,
+    avgdl,
+    part,
+    heap_score,
+    heap_key,
+    state,
+    floor,
+    partial,
+    found_rows,
+    found_partial,
+):
     """Add one segment's documents to the running top ``len(heap_score)``, skipping the weak terms' postings.
 
     Terms are summed into ``partial``, fewest postings per unit of bound
@@ -137,10 +158,13 @@ def skip_part(rows, tf, lengths, live, allowed, lo, hi, weight, bound, k1, one_m
     k = len(heap_score)
     if state[0] == k and heap_score[0] > floor:
         floor = heap_score[0]
-    order = np.argsort((hi - lo) / np.maximum(bound, 1e-30), kind="mergesort")  # fewest postings per unit of bound first
+    order = np.argsort(
+        (hi - lo) / np.maximum(bound, 1e-30), kind="mergesort"
+    )  # fewest postings per unit of bound first
     masks = (live, allowed)
-    summed, left, floor, ahead = _sum_strong_terms(rows, tf, lengths, masks, lo, hi, weight, bound, order,
-                                                   k1, one_minus_b, b, avgdl, k, floor, partial)
+    summed, left, floor, ahead = _sum_strong_terms(
+        rows, tf, lengths, masks, lo, hi, weight, bound, order, k1, one_minus_b, b, avgdl, k, floor, partial
+    )
     count = _candidates(rows, masks, lo, hi, order[:summed], left, floor, partial, found_rows, found_partial)
     weak = order[summed:][np.argsort(-bound[order[summed:]], kind="mergesort")]  # strongest first
     for first_round in range(1, -1, -1):  # those with the highest partial sums first: they raise the floor
@@ -149,8 +173,9 @@ def skip_part(rows, tf, lengths, live, allowed, lo, hi, weight, bound, k1, one_m
             if (value >= ahead) != (first_round == 1) or (value + left) * (1 + MARGIN) < floor:
                 continue
             row = found_rows[i]
-            if not _may_reach(rows, tf, lengths[row], row, lo, hi, weight, bound, weak, value, left,
-                              k1, one_minus_b, b, avgdl, floor):
+            if not _may_reach(
+                rows, tf, lengths[row], row, lo, hi, weight, bound, weak, value, left, k1, one_minus_b, b, avgdl, floor
+            ):
                 continue
             score = _score(rows, tf, lengths[row], row, lo, hi, weight, k1, one_minus_b, b, avgdl)
             state[1] += 1
@@ -171,8 +196,9 @@ def _allowed(masks, row):
 
 
 @_inlined
-def _sum_strong_terms(rows, tf, lengths, masks, lo, hi, weight, bound, order, k1, one_minus_b, b, avgdl,
-                      k, floor, partial):
+def _sum_strong_terms(
+    rows, tf, lengths, masks, lo, hi, weight, bound, order, k1, one_minus_b, b, avgdl, k, floor, partial
+):
     """Sum terms in ``order`` into ``partial`` until those left could add at most ``SUM_UNTIL`` of the floor.
 
     Returns ``(terms summed, their bounds left, floor, ahead)``: the floor raised by the ``k``-th best

@@ -87,7 +87,10 @@ class BM25Index:
         added = sp.csr_matrix(
             (
                 np.concatenate(vals) if vals else np.zeros(0, np.float32),
-                (np.concatenate(rows) if rows else np.zeros(0, np.int64), np.concatenate(cols) if cols else np.zeros(0, np.int64)),
+                (
+                    np.concatenate(rows) if rows else np.zeros(0, np.int64),
+                    np.concatenate(cols) if cols else np.zeros(0, np.int64),
+                ),
             ),
             shape=(len(add), width),
         )

@@ -73,11 +73,23 @@ def bm25_top_maxscore(
             continue
         lengths = np.asarray(lengths, dtype=np.float32)
         floor = bm25_kernels.skip_part(
-            postings.rows, postings.tf, lengths,
-            _EVERY_ROW if live is None else live, _EVERY_ROW if allowed is None else allowed,
-            lo, hi, weight, _term_bounds(part_bounds, postings, terms, weight, k1, b, avgdl), *params,
-            i, heap_score, heap_key, state, floor, *_workspace(len(lengths)),
-        )  # fmt: skip
+            postings.rows,
+            postings.tf,
+            lengths,
+            _EVERY_ROW if live is None else live,
+            _EVERY_ROW if allowed is None else allowed,
+            lo,
+            hi,
+            weight,
+            _term_bounds(part_bounds, postings, terms, weight, k1, b, avgdl),
+            *params,
+            i,
+            heap_score,
+            heap_key,
+            state,
+            floor,
+            *_workspace(len(lengths)),
+        )
     held = int(state[0])
     scores, keys = heap_score[:held], heap_key[:held]
     best = np.lexsort((keys, -scores))
@@ -124,8 +136,11 @@ def _term_bounds(part_bounds: RangeBounds, postings, terms: list[str], weight, k
     """``(terms,)`` float64: each query term's largest share of any document's score in this part (0 where absent)."""
     bound = np.zeros(len(terms), dtype=np.float64)
     ids = [(j, postings.vocabulary.get(term)) for j, term in enumerate(terms)]
-    held = [(j, int(part_bounds.indptr[t]), int(part_bounds.indptr[t + 1])) for j, t in ids
-            if t is not None and part_bounds.indptr[t] < part_bounds.indptr[t + 1]]  # fmt: skip
+    held = [
+        (j, int(part_bounds.indptr[t]), int(part_bounds.indptr[t + 1]))
+        for j, t in ids
+        if t is not None and part_bounds.indptr[t] < part_bounds.indptr[t + 1]
+    ]
     if not held:
         return bound
     counts = np.array([hi - lo for _, lo, hi in held])

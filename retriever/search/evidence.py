@@ -5,7 +5,9 @@ Two ways to score a sentence:
 - ``terms``: BM25 of the query's terms within the sentence, as Lucene's
   unified highlighter scores passages (the collection's idf; term
   frequency saturated with ``k1 = 1.2``, length normalised by ``b = 0.75``
-  against a pivot of 87 characters). Costs microseconds.
+  against a pivot of 87 characters). Costs microseconds. The query is read
+  in each hit's language (``multilingual``), so the words of the hit that
+  analyse as a query word does in that language are the ones found.
 - ``semantic``: the sentence embedded with the collection's model, scored
   by cosine to the query vector. Costs an encoder pass over the sentences
   (a few milliseconds each on a CPU), so it is bounded per search.
@@ -29,6 +31,8 @@ import numpy as np
 
 from retriever.documents import Evidence, TermMatch
 from retriever.search.bm25 import Analyzer
+from retriever.search.languages import ENGLISH
+from retriever.search.multilingual import MultilingualAnalyzer
 from retriever.search.sentences import MAX_SENTENCE_CHARS, sentence_spans
 
 EVIDENCE_MODES = ("auto", "terms", "semantic", "none")
@@ -76,18 +80,19 @@ class EvidenceFinder:
     """Finds the evidence of a search's passages.
 
     Args:
-        analyzer: The collection's BM25 analyzer (finds query terms as the index does).
+        analyzer: The collection's BM25 analysis (finds query terms as the index does); an ``Analyzer``
+            alone reads every passage as English.
         idf: ``(terms) -> {term: idf}`` over the collection.
         embed: ``(texts) -> (n, dim)`` unit vectors from the collection's model.
     """
 
     def __init__(
         self,
-        analyzer: Analyzer,
+        analyzer: Analyzer | MultilingualAnalyzer,
         idf: Callable[[Sequence[str]], dict[str, float]],
         embed: Callable[[list[str]], np.ndarray],
     ) -> None:
-        self.analyzer = analyzer
+        self.analyzer = analyzer if isinstance(analyzer, MultilingualAnalyzer) else MultilingualAnalyzer(analyzer)
         self.idf = idf
         self.embed = embed
 
@@ -97,6 +102,7 @@ class EvidenceFinder:
         query: str | None,
         query_vector: Callable[[], np.ndarray | None],
         mode: str = DEFAULT_EVIDENCE,
+        languages: Sequence[str] | None = None,
     ) -> list[tuple[Evidence, ...]]:
         """Evidence per passage, in order, best sentence first (empty where none matches).
 
@@ -106,34 +112,41 @@ class EvidenceFinder:
             query_vector: Returns the query's ``(dim,)`` or ``(1, dim)`` unit
                 vector, or ``None``; called only when a sentence needs the model.
             mode: One of ``EVIDENCE_MODES``.
+            languages: The language of each passage's document (``MultilingualAnalyzer.language_of``),
+                the query's terms read in it; default English for every passage.
         """
         if mode == "none" or not passages:
             return [() for _ in passages]
-        terms = set(self.analyzer(query)) if query else set()
+        languages = list(languages) if languages is not None else [ENGLISH] * len(passages)
+        terms_in = {code: set(self.analyzer.terms(query, code)) if query else set() for code in set(languages)}
+        terms = set().union(*terms_in.values())
         if not terms and (mode == "terms" or (mode == "auto" and not query)):  # nothing to match, nor a model to run
             return [() for _ in passages]
         weights = self.idf(sorted(terms)) if terms else {}
         sentences = [p.sentences() for p in passages]
         found: list[tuple[Evidence, ...]] = [() for _ in passages]
         need_model: list[int] = []
-        for i, (passage, spans) in enumerate(zip(passages, sentences)):
+        for i, (passage, spans, code) in enumerate(zip(passages, sentences, languages)):
             if mode != "semantic":
-                found[i] = self._by_terms(passage, spans, terms, weights)
+                found[i] = self._by_terms(passage, spans, (terms_in[code], code), weights)
             if mode == "semantic" or (mode == "auto" and not found[i] and query):
                 need_model.append(i)
         if need_model:
             budget = MAX_MODEL_SENTENCES if mode == "semantic" else AUTO_MODEL_SENTENCES
-            self._by_model(passages, sentences, need_model, terms, query_vector, budget, found)
+            read = [(terms_in[code], code) for code in languages]
+            self._by_model(passages, sentences, need_model, read, query_vector, budget, found)
         return found
 
     def _by_terms(
-        self, passage: Passage, spans: list[tuple[int, int]], terms: set[str], weights: dict[str, float]
+        self, passage: Passage, spans: list[tuple[int, int]], read: tuple[set[str], str], weights: dict[str, float]
     ) -> tuple[Evidence, ...]:
-        """The passage's best sentences by BM25 of the query terms in them."""
+        """The passage's best sentences by BM25 of the query terms in them; ``read`` is ``(the query's terms
+        read in the passage's language, that language)``."""
+        terms, code = read
         if not terms or not spans:
             return ()
         lo, hi = spans[0][0], spans[-1][1]  # the sentences that overlap the chunk, no more
-        matches = [(s + lo, e + lo, t) for s, e, t in self.analyzer.term_spans(passage.text[lo:hi], terms)]
+        matches = [(s + lo, e + lo, t) for s, e, t in self.analyzer.term_spans(passage.text[lo:hi], terms, code)]
         if not matches:
             return ()
         scored = []
@@ -159,12 +172,13 @@ class EvidenceFinder:
         passages: Sequence[Passage],
         sentences: list[list[tuple[int, int]]],
         which: list[int],
-        terms: set[str],
+        read: list[tuple[set[str], str]],
         query_vector: Callable[[], np.ndarray | None],
         budget: int,
         found: list[tuple[Evidence, ...]],
     ) -> None:
-        """Score the sentences of passages ``which`` (best hits first, within ``budget``) by cosine to the query."""
+        """Score the sentences of passages ``which`` (best hits first, within ``budget``) by cosine to the query;
+        ``read`` is per passage ``(the query's terms in its language, that language)``, for the words shown."""
         chosen, texts = [], []
         for i in which:
             spans = sentences[i]
@@ -180,16 +194,17 @@ class EvidenceFinder:
         at = 0
         for i in chosen:
             spans = sentences[i]
-            mine = scores[at:at + len(spans)]
+            mine = scores[at : at + len(spans)]
             at += len(spans)
             order = np.argsort(-mine, kind="stable")[:MAX_SENTENCES]
             best = float(mine[order[0]])
             kept = [j for j in order.tolist() if float(mine[j]) >= best - _SECOND_SEMANTIC]
             passage = passages[i]
+            terms, code = read[i]
             evidence = []
             for j in kept:
                 start, end = spans[j]
-                words = self.analyzer.term_spans(passage.text[start:end], terms) if terms else []
+                words = self.analyzer.term_spans(passage.text[start:end], terms, code) if terms else []
                 inside = [(s + start, e + start, t) for s, e, t in words]
                 evidence.append(self._evidence(passage, start, end, float(mine[j]), "semantic", inside))
             found[i] = tuple(evidence)

@@ -45,5 +45,6 @@ def scores(int8: Int8Rows, ids: np.ndarray, query: np.ndarray) -> np.ndarray:
     scaled = query * int8.scale
     if len(ids) <= _BATCH:
         return int8.codes[ids].astype(np.float32) @ scaled
-    return np.concatenate([int8.codes[ids[at : at + _BATCH]].astype(np.float32) @ scaled
-                           for at in range(0, len(ids), _BATCH)])
+    return np.concatenate(
+        [int8.codes[ids[at : at + _BATCH]].astype(np.float32) @ scaled for at in range(0, len(ids), _BATCH)]
+    )

@@ -1,11 +1,10 @@
 """Where an IVF segment searches: ``nprobe`` and the rescoring factor, tuned on query-like probes.
 
 Real queries sit further from their documents than documents sit from each
-other, so probes drawn near the data flatter an IVF: on all-MiniLM-L6-v2
-embeddings of five BEIR corpora, nprobe tuned on midpoints of neighbouring
-rows gave real queries recall@10 0.84 against a 0.95 target.
-``probe_queries`` places probes as far off as real queries sit, and
-``tune`` picks the cheapest ``nprobe`` (and, for compressed codes, the
+other, so probes drawn near the data flatter an IVF: an ``nprobe`` tuned on
+midpoints of neighbouring rows leaves real queries well short of the recall
+target (docs/benchmarks.md). ``probe_queries`` places probes as far off as
+real queries sit, and ``tune`` picks the cheapest ``nprobe`` (and, for compressed codes, the
 cheapest number of candidates to rescore) that reaches the target on them.
 """
 
@@ -18,7 +17,7 @@ import faiss
 import numpy as np
 
 PROBE_SAMPLE = 200_000  # rows that scale the probes' noise (a 50,000 sample made probes too easy at 1M rows)
-PROBES = 400  # probe queries (200 left recall estimates about 0.02 apart from one draw to the next)
+PROBES = 400  # probe queries: enough that a recall estimate barely moves from one draw to the next (docs/benchmarks.md)
 RESCORE_COST = 60  # codes scanned in the time one candidate is rescored (AVX-512 fast scan, measured)
 RESCORE_FACTORS = (1, 2, 4, 8)  # times IndexPolicy.rescore that compressed codes may try
 #: Halvings of the gap between the last power-of-two ``nprobe`` short of the goal and the first that

@@ -16,6 +16,7 @@ from retriever import validation
 from retriever.errors import BadInputError
 from retriever.search.evidence import DEFAULT_EVIDENCE
 from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION, Fusion, feedback_fusion, fusion_depth, fusion_named
+from retriever.search.languages import check_language
 
 SEARCH_MODES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 DEFAULT_MODE = "hybrid"
@@ -34,9 +35,12 @@ class SearchOptions:
         exact: Search every vector exactly, also in approximately indexed segments (default False).
         evidence: ``"terms"`` (default), ``"auto"``, ``"semantic"`` or ``"none"``.
         feedback: For hybrid: pseudo-relevance feedback on the dense side (default True).
+        lang: The query's language (an ISO 639-1 code, ``retriever.search.languages.LANGUAGES``): the
+            keyword side reads it in that language, and so matches the documents in it; default
+            ``None``: read in each language the collection holds (``retriever.search.multilingual``).
 
     Raises:
-        BadInputError: A field is wrong (``k`` out of range, an unknown mode, fusion or evidence, ...).
+        BadInputError: A field is wrong (``k`` out of range, an unknown mode, fusion, evidence or language, ...).
         FilterError: ``where`` is not a valid filter.
     """
 
@@ -48,9 +52,12 @@ class SearchOptions:
     exact: bool = False
     evidence: str = DEFAULT_EVIDENCE
     feedback: bool = True
+    lang: str | None = None
 
     def __post_init__(self) -> None:
         validation.check_search_options(self, SEARCH_MODES)
+        if self.lang is not None:
+            check_language(self.lang, "lang")
 
     @property
     def depth(self) -> int:

@@ -76,9 +76,19 @@ def dense_rankings(
         share = fetch if exact else min(fetch, _share_to_fetch(part, k, available / total))
         if share < fetch:
             shallow.append(((i, part, mask, available), fetch, share))
-        _search_part(found, list(range(n)), (i, part, mask, available), share, k, query_vectors, policy,
-                     recall_k or k, widen=share == fetch, exact=exact,
-                     rows_share=available / total if share < fetch else 1.0)
+        _search_part(
+            found,
+            list(range(n)),
+            (i, part, mask, available),
+            share,
+            k,
+            query_vectors,
+            policy,
+            recall_k or k,
+            widen=share == fetch,
+            exact=exact,
+            rows_share=available / total if share < fetch else 1.0,
+        )
     if shallow:  # a part may hold more of the top k than its share: search it again in full
         kth = [_kth_score(parts, k) for parts in found]
         for search, fetch, share in shallow:
@@ -88,13 +98,15 @@ def dense_rankings(
                 deadline.check("the search")
                 _search_part(found, deeper, search, fetch, k, query_vectors, policy, recall_k or k, widen=True)
     depth = 0 if exact else exact_depth(recall_k or k)  # an exact search's scores are float32's already
-    return [best_documents(view, _made_exact(view, [entry[:4] for entry in parts.values()], query, depth), k)
-            for parts, query in zip(found, query_vectors)]
+    return [
+        best_documents(view, _made_exact(view, [entry[:4] for entry in parts.values()], query, depth), k)
+        for parts, query in zip(found, query_vectors)
+    ]
 
 
 def exact_depth(recall_k: int) -> int:
     """How many of a search's best chunks by int8 estimate are scored exactly: twice the documents recall is
-    wanted for, and 10 more (an estimate is off by about 0.001; the order past them matters little)."""
+    wanted for, and 10 more (an int8 estimate is close to the exact score; the order past them matters little)."""
     return 2 * recall_k + 10
 
 
@@ -114,8 +126,7 @@ def _made_exact(view: View, found: list[tuple[np.ndarray, ...]], query: np.ndarr
     return [(scores, part_of, doc_rows, chunk_rows)]
 
 
-def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen, exact=False,
-                 rows_share=1.0):
+def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall_k, widen, exact=False, rows_share=1.0):
     """Search one part for the queries ``pending``, recording in ``found[q][part]`` its best chunk of each
     document, the number of chunks the search returned and the lowest of their scores. With ``widen``, a
     query short of ``k`` distinct documents is searched again, four times deeper, until the part is
@@ -125,8 +136,17 @@ def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall
     i, part, mask, available = search
     segment = part.segment
     while pending:
-        scores, rows = vector_index.search(segment.index, query_vectors[pending], fetch, mask, available, policy,
-                                           recall_k, estimates=not exact, share=rows_share)
+        scores, rows = vector_index.search(
+            segment.index,
+            query_vectors[pending],
+            fetch,
+            mask,
+            available,
+            policy,
+            recall_k,
+            estimates=not exact,
+            share=rows_share,
+        )
         short = []
         for row, q in enumerate(pending):
             valid = rows[row] >= 0
@@ -135,8 +155,14 @@ def _search_part(found, pending, search, fetch, k, query_vectors, policy, recall
             _, first = np.unique(docs, return_index=True)
             if not widen or len(first) >= k or fetch >= available:
                 lowest = float(chunk_scores.min()) if len(chunk_scores) else np.inf
-                found[q][i] = (chunk_scores[first], np.full(len(first), i), docs[first], chunk_rows[first],
-                               len(chunk_rows), lowest)
+                found[q][i] = (
+                    chunk_scores[first],
+                    np.full(len(first), i),
+                    docs[first],
+                    chunk_rows[first],
+                    len(chunk_rows),
+                    lowest,
+                )
             else:
                 short.append(q)
         pending, fetch = short, min(available, fetch * 4)

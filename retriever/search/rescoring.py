@@ -33,15 +33,17 @@ def candidates(built, k: int, policy, recall_k: int = 10) -> int:
     return max(100, per_hit * wanted + DEEP_CANDIDATES * (k - wanted))
 
 
-def rescored(built, queries: np.ndarray, k: int, params, policy, recall_k: int = 10,
-             estimates: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def rescored(
+    built, queries: np.ndarray, k: int, params, policy, recall_k: int = 10, estimates: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Top ``k`` of the candidates compressed codes rank first (searched with ``params``), rescored."""
     _, found = built.index.search(queries, min(candidates(built, k, policy, recall_k), built.ntotal), params=params)
     return rescore(built, queries, found, k, estimates)
 
 
-def rescore(built, queries: np.ndarray, found: np.ndarray, k: int,
-            estimates: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def rescore(
+    built, queries: np.ndarray, found: np.ndarray, k: int, estimates: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` best of each query's candidates ``found`` (``(q, c)`` rows, -1 for none).
 
     Returns:
@@ -65,4 +67,3 @@ def rescore(built, queries: np.ndarray, found: np.ndarray, k: int,
         best = np.argsort(-exact, kind="stable")[:k]
         scores[i, : len(best)], rows[i, : len(best)] = exact[best], ids[best]
     return scores, rows
-

@@ -7,7 +7,8 @@ segment, or a shared scan in a micro-batch for servers), the keyword side
 side, ``sides``), fused (``fusion``: the options' strategy) after the candidates of both are scored again with
 pseudo-relevance feedback (``feedback``), over the view of the committed
 generation, and turns the top keys into ``Hit``s with one catalog read for
-their display fields.
+their display fields. The keyword side reads the query in its given language,
+or in each language the view's segments hold (``multilingual``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,12 @@ from retriever import deadline
 from retriever.documents import Hit
 from retriever.encoding.batching import MicroBatcher
 from retriever.errors import DeadlineExceededError
+from retriever.locations import location_at, without_locations
 from retriever.search.bm25 import Analyzer
 from retriever.search.evidence import EvidenceFinder, Passage
 from retriever.search.feedback import expanded_query, rescored
+from retriever.search.languages import ENGLISH
+from retriever.search.multilingual import MultilingualAnalyzer, view_languages
 from retriever.search.options import SearchOptions
 from retriever.search.ranking import Ranking, bm25_ranking, dense_rankings, keyword_chunk, term_idf
 from retriever.search.sides import CONCURRENT_MIN_DOCS, SideThreads
@@ -43,7 +47,7 @@ class Searcher:
     Args:
         catalog: The collection's catalog (filters and display fields).
         reader: Its committed generation.
-        analyzer: The BM25 analyzer the segments were indexed with.
+        analyzer: The BM25 analysis the segments were indexed with (an ``Analyzer`` alone: English only).
         bm25: ``{"k1", "b"}`` of the collection.
         index_policy: When a segment's approximate index is used.
         embed: ``(texts, generation) -> (n, dim)`` unit vectors, by the model that embedded
@@ -60,7 +64,7 @@ class Searcher:
         self,
         catalog: Catalog,
         reader: GenerationReader,
-        analyzer: Analyzer,
+        analyzer: Analyzer | MultilingualAnalyzer,
         bm25: dict[str, Any],
         index_policy: IndexPolicy,
         embed: Callable[[list[str], int], np.ndarray],
@@ -68,7 +72,7 @@ class Searcher:
     ) -> None:
         self.catalog = catalog
         self.reader = reader
-        self.analyzer = analyzer
+        self.analyzer = analyzer if isinstance(analyzer, MultilingualAnalyzer) else MultilingualAnalyzer(analyzer)
         self.k1, self.b = float(bm25["k1"]), float(bm25["b"])
         self.index_policy = index_policy
         self.embed = embed
@@ -100,8 +104,9 @@ class Searcher:
             with timed("encode"):
                 query_vector = vector if vector is not None else self.embed([query], view.generation)
         keyword_side = None
+        terms = self.query_terms(view, query, options.lang) if query is not None and mode != "dense" else []
         if mode in ("bm25", "hybrid"):
-            keyword_side = functools.partial(bm25_ranking, view, self.analyzer(query), depth, allowed, self.k1, self.b)
+            keyword_side = functools.partial(bm25_ranking, view, terms, depth, allowed, self.k1, self.b)
             if mode == "hybrid" and view.n_live_docs >= CONCURRENT_MIN_DOCS:
                 keyword_side = self.sides.start(keyword_side)  # beside the dense side, where a helper is idle
         if mode in ("dense", "hybrid"):
@@ -126,8 +131,19 @@ class Searcher:
             one_side = (dense if mode == "dense" else sparse)[0]
             ranked = options.fusion_strategy().fuse(dense[0], sparse[0]) if mode == "hybrid" else one_side
         with timed("display"):
-            hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], query)
+            hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], terms)
             return self._with_evidence(view, hits, passages, query, query_vector, options.evidence)
+
+    def query_terms(self, view: View, query: str, lang: str | None) -> list[str]:
+        """The keyword side's terms of ``query``: read in ``lang``, or else in each language of ``view``
+        (``view_languages``; English alone in a collection analysed in English only)."""
+        if lang is not None:
+            codes = [lang]
+        elif self.analyzer.multilingual:
+            codes = view_languages(view) or [ENGLISH]
+        else:
+            codes = [ENGLISH]
+        return self.analyzer.query_terms(query, codes)
 
     def _with_evidence(
         self, view: View, hits: list[Hit], passages: list, query: str | None, query_vector, evidence: str
@@ -138,7 +154,8 @@ class Searcher:
         embed = functools.partial(self.embed, generation=view.generation)  # the model of the view searched
         vector_once = functools.cache(lambda: query_vector if query_vector is not None else embed([query]))
         finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), embed)
-        found = finder.find(passages, query, vector_once, evidence)
+        languages = [self.analyzer.language_of(hit.metadata) for hit in hits]
+        found = finder.find(passages, query, vector_once, evidence, languages)
         return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
 
     def rank_batch(self, items: list[tuple[View, np.ndarray, int, int]]) -> list[Ranking]:
@@ -162,18 +179,20 @@ class Searcher:
         ranked: list[tuple[int, float]],
         dense_chunks: dict[int, tuple[int, int]],
         sparse_rows: dict[int, tuple[int, int]],
-        query: str | None,
+        query_terms: list[str],
     ) -> tuple[list[Hit], list[Passage]]:
         """Hits for ranked keys, and their chunks in context; one catalog read for their display fields.
 
         Each hit shows its best dense chunk, or (found by keywords alone) the
-        chunk holding the most distinct query terms. Every hit's chunk is
+        chunk holding the most distinct ``query_terms``. Every hit's chunk is
         known before any text is read, so all their texts are read side by side.
         """
-        keyword_only = query and any(key not in dense_chunks for key, _ in ranked)
-        terms = sorted(set(self.analyzer(query))) if keyword_only else []
-        chunks = {key: dense_chunks[key] if key in dense_chunks else _keyword_chunk(view, sparse_rows[key], terms)
-                  for key, _ in ranked}
+        keyword_only = query_terms and any(key not in dense_chunks for key, _ in ranked)
+        terms = sorted(set(query_terms)) if keyword_only else []
+        chunks = {
+            key: dense_chunks[key] if key in dense_chunks else _keyword_chunk(view, sparse_rows[key], terms)
+            for key, _ in ranked
+        }
         _read_texts_ahead(view, list(chunks.values()))
         display = self.catalog.by_keys([key for key, _ in ranked])
         hits, passages = [], []
@@ -187,7 +206,8 @@ class Searcher:
             first, last = segment.context_chunks(chunk)  # the chunks either side, for the sentences this one cuts
             passage = Passage.around(*segment.chunks_text(first, last), start, end)
             text = passage.text[start - passage.offset : end - passage.offset]
-            hits.append(Hit(row.id, score, row.title, text, start, end, row.meta))
+            location = location_at(row.meta, start)  # the part of its source the chunk starts in
+            hits.append(Hit(row.id, score, row.title, text, start, end, without_locations(row.meta), location=location))
             passages.append(passage)
         return hits, passages
 

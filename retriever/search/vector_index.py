@@ -141,8 +141,9 @@ def build(vectors: np.ndarray, policy: IndexPolicy, seed: int = 0) -> VectorInde
     index.train(sample)
     index.add(vectors)
     if compressed:
-        built = VectorIndex(index, {"type": IVF_RABITQ, "nlist": nlist, "int8": True}, vectors,
-                            int8_rows.quantize(vectors))
+        built = VectorIndex(
+            index, {"type": IVF_RABITQ, "nlist": nlist, "int8": True}, vectors, int8_rows.quantize(vectors)
+        )
     else:
         index.make_direct_map()  # row -> vector, for exact filtered search and merging
         built = VectorIndex(index, {"type": IVF, "nlist": nlist})
@@ -239,8 +240,11 @@ def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates, 
     selector = None if bitmap is None else faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bitmap))
     if not isinstance(index, faiss.IndexIVF):  # every row scanned: float32, or codes then rescoring
         params = None if selector is None else faiss.SearchParameters(sel=selector)
-        return index.search(queries, k, params=params) if built.rows is None else rescoring.rescored(
-            built, queries, k, params, policy, recall_k, estimates)
+        return (
+            index.search(queries, k, params=params)
+            if built.rows is None
+            else rescoring.rescored(built, queries, k, params, policy, recall_k, estimates)
+        )
     nprobe = ivf_tuning.probed_lists(index.nprobe, recall_k, index.nlist, share)
     if allowed is not None:  # a sparse filter empties most probed lists: probe more, in proportion
         nprobe = int(min(index.nlist, np.ceil(nprobe / max(n_allowed / max(index.ntotal, 1), 1e-9))))
@@ -250,8 +254,16 @@ def _search(built, queries, k, allowed, n_allowed, policy, recall_k, estimates, 
     return scores, rows  # ``bitmap`` stays alive until here
 
 
-def _ivf_search(built: VectorIndex, queries: np.ndarray, k: int, nprobe: int, selector, policy: IndexPolicy,
-                recall_k: int = 10, estimates: bool = False):
+def _ivf_search(
+    built: VectorIndex,
+    queries: np.ndarray,
+    k: int,
+    nprobe: int,
+    selector,
+    policy: IndexPolicy,
+    recall_k: int = 10,
+    estimates: bool = False,
+):
     """Top ``k`` of an IVF over ``nprobe`` lists; compressed codes pass their best candidates to rescoring."""
     params = faiss.SearchParametersIVF(nprobe=nprobe)
     if selector is not None:

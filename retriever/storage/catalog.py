@@ -4,7 +4,10 @@ SQLAlchemy Core over SQLite (a file inside the collection, WAL mode, full
 fsync) or any other SQLAlchemy URL. The catalog holds what filters and hits
 need (id, key, title, metadata, hashes), not the text, so a filter scans
 small rows. Each document version has a ``key``: the segments store keys,
-never ids, so merging segments changes no row here.
+never ids, so merging segments changes no row here. ``semsearch_fields``
+holds each document's metadata as indexed rows that filters are answered
+from, written in the same transaction as its document row
+(``retriever.storage.metadata_index``).
 
 ``semsearch_state`` holds the committed generation: its number, the ordered
 list of segments with the generation of each one's deletion file, and the
@@ -44,7 +47,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.storage.catalog_url import redact, with_password
-from retriever.storage.metadata_index import FilterPlan, field_rows, fields_table
+from retriever.storage.metadata_index import FilterPlan, field_rows, fields_table, format_row
 from retriever.storage.segment_files import parse_segments
 
 _BATCH = 500  # ids per IN (...) clause
@@ -72,8 +75,11 @@ _BY_KEYS_SQL = (  # the columns in StoredDocument's order; names quoted for ever
     f'FROM {documents.name} WHERE "key" IN ({{keys}})'
 )
 _BY_IDS = select(documents).where(documents.c.id.in_(bindparam("ids", expanding=True)))
-_SET_METADATA = update(documents).where(documents.c.id == bindparam("doc_id")).values(
-    meta=bindparam("new_meta", type_=JSON), content_hash=bindparam("new_hash"))  # executemany: one row each
+_SET_METADATA = (
+    update(documents)
+    .where(documents.c.id == bindparam("doc_id"))
+    .values(meta=bindparam("new_meta", type_=JSON), content_hash=bindparam("new_hash"))
+)  # executemany: one row each
 _DROP_FIELDS = delete(fields).where(fields.c.key == bindparam("doc_key"))
 
 state = Table(
@@ -198,7 +204,7 @@ class Catalog:
 
     # -- life cycle -------------------------------------------------------
     def create(self, collection_uuid: str) -> None:
-        """Create the tables and the state row at generation 0 (no segments)."""
+        """Create the tables, the state row at generation 0 (no segments) and the metadata rows' format row."""
         try:
             metadata_obj.create_all(self.engine)
         except SQLAlchemyError as exc:  # e.g. a server that refuses the connection
@@ -206,9 +212,7 @@ class Catalog:
         with self.engine.begin() as conn:
             owner = conn.execute(select(state.c.collection_uuid)).first()
             if owner is not None:  # never take over (and empty) another collection's catalog
-                raise BadInputError(
-                    f"catalog {self.safe_url()} already belongs to collection {owner.collection_uuid}"
-                )
+                raise BadInputError(f"catalog {self.safe_url()} already belongs to collection {owner.collection_uuid}")
             conn.execute(
                 insert(state).values(
                     id=1,
@@ -220,6 +224,7 @@ class Catalog:
                     updated_at=time.time(),
                 )
             )
+            conn.execute(insert(fields).values(**format_row()))  # a new catalog indexes lists
 
     def drop(self) -> None:
         """Remove this format's tables (used when a conversion is retried)."""
@@ -271,8 +276,10 @@ class Catalog:
                 conn.execute(delete(fields).where(fields.c.key.in_(gone)))
                 conn.execute(delete(documents).where(documents.c.id.in_(part)))
             for part in _chunked(list(change.metadata)):
-                conn.execute(_SET_METADATA.values(updated_at=now),
-                             [{"doc_id": d, "new_meta": meta, "new_hash": h} for d, _, meta, h in part])
+                conn.execute(
+                    _SET_METADATA.values(updated_at=now),
+                    [{"doc_id": d, "new_meta": meta, "new_hash": h} for d, _, meta, h in part],
+                )
                 conn.execute(_DROP_FIELDS, [{"doc_key": key} for _, key, _, _ in part])
             leaves = [row for doc_id, key, meta, _ in change.metadata for row in field_rows(key, meta)]
             leaves += [row for doc in change.insert for row in field_rows(doc.key, doc.metadata)]

@@ -160,8 +160,10 @@ def _require_scram(url: URL) -> URL:
         SemsearchError: A PostgreSQL driver that cannot require SCRAM.
     """
     if url.get_backend_name() == "postgresql" and url.get_driver_name() not in LIBPQ_DRIVERS:
-        raise SemsearchError(f"catalog URL {redact(url)}: a password is sent only through psycopg, which can "
-                             f"require SCRAM authentication; use postgresql+psycopg://")
+        raise SemsearchError(
+            f"catalog URL {redact(url)}: a password is sent only through psycopg, which can "
+            f"require SCRAM authentication; use postgresql+psycopg://"
+        )
     return url
 
 
@@ -198,5 +200,6 @@ def with_password(url: str | URL) -> str | URL:
             raise SemsearchError(
                 f"catalog URL {redact(parsed)} names host(s) {', '.join(repr(h) for h in hosts(parsed))}, "
                 f"which this process was not given: the password from {PASSWORD_ENV} goes only to a catalog "
-                f"URL given here or to a host listed in {HOSTS_ENV} (comma-separated host or host:port)")
+                f"URL given here or to a host listed in {HOSTS_ENV} (comma-separated host or host:port)"
+            )
     return parsed if password is None else _require_scram(parsed.set(password=password))

@@ -5,7 +5,10 @@ served as a result of a merge. ``repair`` publishes a new generation without
 the damaged segments and their documents (the ids come back for
 re-indexing); it removes nothing it does not report, and nothing at all
 while a file cannot be read (an operating system's refusal is no damage:
-the documents may be whole behind it).
+the documents may be whole behind it). A catalog whose documents' list
+values have no filter rows yet (written before lists were indexed) is
+reported too, as the catalog's ``semsearch_fields``, naming
+``semsearch upgrade``, which indexes them; a repair drops nothing for it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from retriever.storage.catalog import Catalog, CatalogState, Publish
+from retriever.storage.catalog import Catalog, CatalogState, Publish, fields
+from retriever.storage.fields_upgrade import stale_documents
 from retriever.storage.integrity import CheckReport, Damage, check_segments, segment_keys
 from retriever.storage.segment import SEGMENTS_DIR
 from retriever.storage.segment_format import KEYS, META, deletion_file
@@ -34,7 +38,9 @@ def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = F
     with writer.locked():
         state = catalog.state()
         report = _check(root, catalog, state)
-        if report.documents and not report.unreadable:  # what can be dropped: damaged segments' documents, documents without rows
+        if (
+            report.documents and not report.unreadable
+        ):  # what can be dropped: damaged segments' documents, documents without rows
             damaged = set(report.documents)
             ids = sorted({doc_id for ids in report.documents.values() for doc_id in ids})
             kept = [ref for ref in state.segments if ref.name not in damaged]
@@ -53,11 +59,33 @@ def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
     if damaged:
         bad_keys = {d.segment for d in report.damaged if d.file in (KEYS, META)}
         report.documents = _documents_of(Path(root) / SEGMENTS_DIR, catalog, state, damaged, bad_keys)
+    if not report.unreadable and CATALOG not in {d.segment for d in report.damaged}:
+        _check_list_fields(catalog, report)
     return report
 
 
-def _documents_of(folder: Path, catalog: Catalog, state: CatalogState, damaged: list[str],
-                  bad_keys: set[str]) -> dict[str, list[str]]:
+def _check_list_fields(catalog: Catalog, report: CheckReport) -> None:
+    """Documents written before list values were indexed: filters miss their lists until ``upgrade``.
+
+    Reported as damage of the catalog's ``semsearch_fields`` without documents: a repair drops nothing for it.
+    """
+    stale = stale_documents(catalog)
+    if stale:
+        report.damaged.append(
+            Damage(
+                CATALOG,
+                fields.name,
+                (
+                    f"{stale} document(s) written before list values were indexed: filters do not match their lists "
+                    "yet; run `semsearch upgrade` to index them"
+                ),
+            )
+        )
+
+
+def _documents_of(
+    folder: Path, catalog: Catalog, state: CatalogState, damaged: list[str], bad_keys: set[str]
+) -> dict[str, list[str]]:
     """The ids of the live documents each damaged segment holds and no healthy segment does.
 
     A segment whose ``keys.npy`` is damaged (``bad_keys``) or unreadable holds,

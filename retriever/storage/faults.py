@@ -47,8 +47,9 @@ def file_system_faults(root: Path, what: str) -> Iterator[None]:
         if code is None:
             raise
         raise StorageFaultError(
-            code, f"{what} in {root} stopped: {_CAUSES[code]}; nothing was committed (the collection is as it was): "
-            "free space or make it writable, then run the write again"
+            code,
+            f"{what} in {root} stopped: {_CAUSES[code]}; nothing was committed (the collection is as it was): "
+            "free space or make it writable, then run the write again",
         ) from exc
 
 

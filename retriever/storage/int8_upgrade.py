@@ -45,8 +45,9 @@ def segments_without_int8(root: Path) -> list[Path]:
     return found
 
 
-def add_int8_rows(root: Path, quantize: Callable[[np.ndarray], Int8Rows], progress: bool = True,
-                  lock_timeout: float = 10.0) -> int:
+def add_int8_rows(
+    root: Path, quantize: Callable[[np.ndarray], Int8Rows], progress: bool = True, lock_timeout: float = 10.0
+) -> int:
     """Write int8 rows into every compressed segment of the collection at ``root`` lacking them.
 
     ``quantize(rows)`` makes the int8 copies of a segment's ``(chunks, dim)`` float32 rows
@@ -62,8 +63,9 @@ def add_int8_rows(root: Path, quantize: Callable[[np.ndarray], Int8Rows], progre
     try:
         lock.acquire()
     except Timeout:
-        raise CollectionLockedError(f"{root} is being written by another process "
-                                    f"(waited {lock_timeout:.0f}s); nothing was changed") from None
+        raise CollectionLockedError(
+            f"{root} is being written by another process (waited {lock_timeout:.0f}s); nothing was changed"
+        ) from None
     try:
         folders = segments_without_int8(root)
         for folder in tqdm(folders, unit="segment", desc="int8 rows", disable=not progress or not folders):

@@ -104,10 +104,18 @@ class CheckReport:
         return not self.damaged and not self.unreadable
 
     def to_dict(self) -> dict[str, Any]:
-        return {"generation": self.generation, "ok": self.ok, "segments": self.segments, "files": self.files,
-                "bytes": self.bytes, "damaged": [d.__dict__ for d in self.damaged],
-                "unreadable": [d.__dict__ for d in self.unreadable], "unverified": self.unverified,
-                "documents": self.documents, "repaired": self.repaired}
+        return {
+            "generation": self.generation,
+            "ok": self.ok,
+            "segments": self.segments,
+            "files": self.files,
+            "bytes": self.bytes,
+            "damaged": [d.__dict__ for d in self.damaged],
+            "unreadable": [d.__dict__ for d in self.unreadable],
+            "unverified": self.unverified,
+            "documents": self.documents,
+            "repaired": self.repaired,
+        }
 
 
 def _os_reason(exc: OSError) -> str:
@@ -143,7 +151,9 @@ def verify_segment(folder: Path, deletions: int, report: CheckReport) -> list[Da
             if folder.name not in report.unverified:
                 report.unverified.append(folder.name)
         except OSError as exc:
-            report.unreadable.append(Damage(folder.name, name + CHECKSUM_SUFFIX, f"cannot be opened: {_os_reason(exc)}"))
+            report.unreadable.append(
+                Damage(folder.name, name + CHECKSUM_SUFFIX, f"cannot be opened: {_os_reason(exc)}")
+            )
         except ValueError:  # not ASCII: the check below names the mismatch
             recorded = {**recorded, name: "unreadable"}
     for name, expected in sorted(recorded.items()):

@@ -47,7 +47,12 @@ class Manifest:
         chunking: window_tokens, overlap_tokens, title_prefix.
         index: Vector index policy: which FAISS index a segment gets by its
             size, and the merge policy.
-        bm25: BM25 parameters and text analysis (k1, b, stemmer, stopwords).
+        bm25: BM25 parameters and text analysis: ``k1``, ``b``, ``fields``, the English
+            analysis (``stemmer``, ``stopwords``) and ``languages``, ``{"default": code,
+            "detect": bool}``: documents are analysed in their own languages (their metadata's
+            ``lang``), detected unless given, ``default`` where unsure. A manifest without
+            ``languages`` (every one written before languages were told apart) means English
+            only, as before; it stays so (``retriever.search.multilingual``).
         catalog_url: SQLAlchemy URL, or ``None`` for ``catalog.sqlite`` inside
             the directory.
         model_since: The generation from which ``model`` is in force (0: always).
@@ -71,7 +76,11 @@ class Manifest:
 
     @classmethod
     def new(
-        cls, model: dict[str, Any], chunking: dict[str, Any], index: dict[str, Any], bm25: dict[str, Any],
+        cls,
+        model: dict[str, Any],
+        chunking: dict[str, Any],
+        index: dict[str, Any],
+        bm25: dict[str, Any],
         catalog_url: str | None,
     ) -> "Manifest":
         """The manifest of a collection created now, with a new uuid."""
@@ -86,8 +95,9 @@ class Manifest:
 
     def switched(self, model: dict[str, Any], generation: int) -> "Manifest":
         """A copy with ``model`` in force from ``generation`` on, the model before it kept for older ones."""
-        return dataclasses.replace(self, model=model, model_since=generation,
-                                   previous_model=self.model_at(generation - 1))
+        return dataclasses.replace(
+            self, model=model, model_since=generation, previous_model=self.model_at(generation - 1)
+        )
 
     def pending(self, generation: int) -> bool:
         """Whether a switch is recorded for a generation after ``generation``, the committed one."""

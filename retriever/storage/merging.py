@@ -59,8 +59,13 @@ class MergePolicy:
 
     def __post_init__(self) -> None:
         """Raise ``BadInputError`` naming the first setting out of range (a factor of 1 would never merge)."""
-        at_least = {"factor": 2, "floor_chunks": 1, "small_factor": 2, "max_commit_merge_chunks": 1,
-                    "max_merge_chunks": 1}
+        at_least = {
+            "factor": 2,
+            "floor_chunks": 1,
+            "small_factor": 2,
+            "max_commit_merge_chunks": 1,
+            "max_merge_chunks": 1,
+        }
         for name, least in at_least.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
@@ -153,4 +158,3 @@ class MergePolicy:
             if total >= exact_below and len(chosen) >= 2:
                 return [p.ref.name for p in chosen] if total <= self.max_commit_merge_chunks else []
         return []
-

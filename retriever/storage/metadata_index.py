@@ -2,17 +2,36 @@
 
 Every scalar leaf of a document's metadata is one row of ``semsearch_fields``
 (key, field, kind, num, str), with nested objects flattened to dotted names
-(``{"a": {"b": 1}}`` gives field ``a.b``). Indexes on ``(field, num)`` and
-``(field, str)`` serve equality, ranges and ``$in``; lists and nulls are not
-indexed, so they match no comparison (and every negation), as before.
+(``{"a": {"b": 1}}`` gives field ``a.b``). A list gives one row per scalar
+element, under the list's own name (``{"tags": ["a", "b"]}`` gives two rows of
+field ``tags``), and an object inside a list is flattened as if it stood alone
+(``{"authors": [{"name": "x"}, {"name": "y"}]}`` gives two rows of field
+``authors.name``); a list directly inside a list, a null, and a field name a
+filter cannot name (longer than ``filters.MAX_KEY_CHARS``) give none. A
+document's identical rows are kept once. The reserved top-level key
+``locations`` (``retriever.locations``: columns of offsets, often thousands of
+numbers) is never indexed, nothing under it.
+
+Indexes on ``(field, kind, num, key)`` and ``(field, kind, str, key)`` serve
+equality, ranges and ``$in``. A comparison matches a document when any of its
+rows for the field matches, so a list matches when any element does (as in
+MongoDB), and each operator of one condition may be met by another element.
+
+The table also holds one row that is no document's: key 0 (keys start at 1),
+field ``$format`` (no filter can name a field starting with ``$``), kind
+``v``, ``num`` the version of these rules, ``FIELDS_FORMAT``: 2 since lists are
+indexed. A catalog without it was written when only scalars were (version 1):
+its documents' list values have no rows until ``semsearch upgrade`` rebuilds
+them (``retriever.storage.fields_upgrade``), and the catalog gets the row.
 
 ``FilterPlan`` turns a ``where`` filter (grammar in ``retriever.filters``)
 into one index lookup per comparison, sent together as one flat
 ``UNION ALL`` (split only to stay under the database's limits on terms and
 parameters), and combines their key sets in memory: ``$and`` intersects,
 ``$or`` unites, and a negation (``$ne``, ``$nin``, ``$not``) takes the
-complement within all documents. The SQL grows linearly with the filter and
-never nests, however deep the filter.
+complement within all documents, so ``$ne`` matches a list none of whose
+elements is equal. The SQL grows linearly with the filter and never nests,
+however deep the filter.
 """
 
 from __future__ import annotations
@@ -23,9 +42,12 @@ from typing import Any, Iterator
 import numpy as np
 from sqlalchemy import BigInteger, Column, Float, Index, String, Table, Text, and_, literal, or_, select, union_all
 
-from retriever.filters import LOGICAL, validate_where
+from retriever.filters import LOGICAL, MAX_KEY_CHARS, validate_where
+from retriever.locations import LOCATIONS_KEY
 
 NUMBER, STRING, BOOLEAN = "n", "s", "b"
+FIELDS_FORMAT = 2  # 1: scalars only; 2: list elements too, `locations` left out
+FORMAT_KEY, FORMAT_FIELD, FORMAT_KIND = 0, "$format", "v"
 _RANGES = {"$gt": "__gt__", "$gte": "__ge__", "$lt": "__lt__", "$lte": "__le__"}
 _MAX_TERMS = 400  # SQLite allows 500 terms in one compound SELECT
 _MAX_PARAMETERS = 20_000  # SQLite allows 32,766 bound parameters, PostgreSQL 65,535
@@ -49,24 +71,43 @@ def fields_table(metadata_obj) -> Table:
 
 
 def field_rows(key: int, metadata: dict[str, Any]) -> list[dict[str, Any]]:
-    """The rows of one document's metadata (scalars only, dotted names for nesting)."""
+    """The rows of one document's metadata (the rules above): ``{"key", "field", "kind", "num", "str"}`` dicts,
+    one per scalar and list element under its dotted name, each once, in the metadata's order."""
+    leaves = (leaf for name, item in metadata.items() if name != LOCATIONS_KEY for leaf in _leaves(item, name))
     return [
         {"key": key, "field": name, "kind": kind, "num": num, "str": text}
-        for name, kind, num, text in _leaves(metadata, "")
+        for name, kind, num, text in dict.fromkeys(leaves)
     ]
 
 
-def _leaves(value: dict, prefix: str) -> Iterator[tuple[str, str, float | None, str | None]]:
-    for name, item in value.items():
-        path = f"{prefix}{name}"
-        if isinstance(item, dict):
-            yield from _leaves(item, f"{path}.")
-        elif isinstance(item, bool):
-            yield path, BOOLEAN, float(item), None
-        elif isinstance(item, (int, float)):
-            yield path, NUMBER, float(item), None
-        elif isinstance(item, str):
-            yield path, STRING, None, item
+def format_row() -> dict[str, Any]:
+    """The row that records ``FIELDS_FORMAT`` in the table (key 0 is no document's)."""
+    return {"key": FORMAT_KEY, "field": FORMAT_FIELD, "kind": FORMAT_KIND, "num": float(FIELDS_FORMAT), "str": None}
+
+
+def format_query(table: Table):
+    """SELECT of the recorded format version (no row: version 1)."""
+    return select(table.c.num).where(
+        table.c.field == FORMAT_FIELD, table.c.kind == FORMAT_KIND, table.c.key == FORMAT_KEY
+    )
+
+
+def _leaves(item: Any, path: str, in_list: bool = False) -> Iterator[tuple[str, str, float | None, str | None]]:
+    if len(path) > MAX_KEY_CHARS:
+        return  # no filter can name it
+    if isinstance(item, dict):
+        for name, value in item.items():
+            yield from _leaves(value, f"{path}.{name}")
+    elif isinstance(item, (list, tuple)):
+        if not in_list:  # a list of lists is not indexed
+            for element in item:
+                yield from _leaves(element, path, in_list=True)
+    elif isinstance(item, bool):
+        yield path, BOOLEAN, float(item), None
+    elif isinstance(item, (int, float)):
+        yield path, NUMBER, float(item), None
+    elif isinstance(item, str):
+        yield path, STRING, None, item
 
 
 class FilterPlan:

@@ -176,8 +176,14 @@ def switch_model(collection, embedder, *, progress: bool = True) -> SwitchReport
             collection.models.switched(switched, embedder)
     finally:
         remove_files(placed + [folder for folder, _ in staged.values()])  # staged for segments gone meanwhile
-    return SwitchReport(embedder.name, embedder.weights_sha256, state.generation + 1, len(refs), chunks,
-                        round(time.monotonic() - started, 1))
+    return SwitchReport(
+        embedder.name,
+        embedder.weights_sha256,
+        state.generation + 1,
+        len(refs),
+        chunks,
+        round(time.monotonic() - started, 1),
+    )
 
 
 def _after_failed_publish(collection, state, manifest, switched, embedder, placed: list[Path]) -> None:
@@ -202,8 +208,9 @@ def _stage(collection, part: SegmentView, prefix, embedder, progress: bool) -> t
     return stage_reembedded(collection.root, data, collection.writer.index_policy), part.deleted
 
 
-def _place(root: Path, view, staged: dict[str, tuple[Path, np.ndarray]], state,
-           placed: list[Path]) -> tuple[list[SegmentRef], int]:
+def _place(
+    root: Path, view, staged: dict[str, tuple[Path, np.ndarray]], state, placed: list[Path]
+) -> tuple[list[SegmentRef], int]:
     """Give the staged folders of ``view``'s segments their names (appended to ``placed``); rows deleted
     since staging start deleted.
 

@@ -135,14 +135,6 @@ def read_ahead_in_background(array: np.ndarray) -> threading.Thread | None:
     return thread
 
 
-def resident_share(array: np.ndarray) -> float:
-    """The share of a mapped ``array``'s pages now in memory (``mincore``); 1.0 for an array in memory."""
-    if not array.size or not is_mapped(array):
-        return 1.0
-    flags = _page_flags(array.ctypes.data, array.nbytes)
-    return 1.0 if flags is None else float(flags.mean())
-
-
 def gather_rows(array: np.ndarray, rows: np.ndarray, read_rows: bool = True) -> np.ndarray:
     """``array[rows]`` as float32, ``(len(rows), ...)``; rows that make up at least ``1 / WHOLE_READ_SHARE``
     of ``array`` (a merge's or an exact search's pass) are read ahead in large runs, not page by page, and

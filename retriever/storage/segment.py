@@ -175,9 +175,15 @@ class SegmentData:
         write_durably(folder / TEXT, lambda path: path.write_bytes(self.text_blob))
         terms = "\n".join(self.postings.terms)
         write_durably(folder / TERMS, lambda path: path.write_text(terms, encoding="utf-8"))
-        meta = {"docs": int(len(self.keys)), "chunks": int(len(self.spans)), "dim": int(self.vectors.shape[1]),
-                "index": built.info, "bm25_ranges": {"rows_per_range": bounds.rows_per_range},
-                "checksums": record_checksums(folder), VERSION_KEY: FORMAT_VERSION}
+        meta = {
+            "docs": int(len(self.keys)),
+            "chunks": int(len(self.spans)),
+            "dim": int(self.vectors.shape[1]),
+            "index": built.info,
+            "bm25_ranges": {"rows_per_range": bounds.rows_per_range},
+            "checksums": record_checksums(folder),
+            VERSION_KEY: FORMAT_VERSION,
+        }
         write_durably(folder / META, lambda path: path.write_text(json.dumps(meta), encoding="utf-8"))
         fsync_dir(folder)
         fsync_dir(folder.parent)
@@ -396,4 +402,3 @@ def _byte_offsets(text: str, char_spans: np.ndarray) -> np.ndarray:
         done += len(text[at:bound].encode("utf-8"))
         byte_bounds[i], at = done, bound
     return byte_bounds[where.reshape(spans.shape)]
-

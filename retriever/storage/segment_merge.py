@@ -91,8 +91,9 @@ def _texts(segments: Sequence[Segment], refs: np.ndarray, offsets: np.ndarray) -
 def _merge_postings(segments, new_row_of, new_chunk_of) -> tuple[Postings, Postings]:
     """Both postings of the merged segment: term ids mapped into one vocabulary, dead rows dropped."""
     vocabulary: dict[str, int] = {}
-    term_maps = [np.asarray([vocabulary.setdefault(t, len(vocabulary)) for t in s.terms], dtype=np.int64)
-                 for s in segments]
+    term_maps = [
+        np.asarray([vocabulary.setdefault(t, len(vocabulary)) for t in s.terms], dtype=np.int64) for s in segments
+    ]
     terms = list(vocabulary)
     documents = _remapped(terms, [(s.postings, m, rows) for s, m, rows in zip(segments, term_maps, new_row_of)])
     chunks = _remapped(terms, [(s.chunk_terms, m, rows) for s, m, rows in zip(segments, term_maps, new_chunk_of)])

@@ -103,8 +103,9 @@ class SnapshotReport:
         return {"path": str(self.path), **{name: getattr(self, name) for name in names}, "seconds": self.seconds}
 
 
-def take_snapshot(root: Path, manifest: Manifest, catalog: Catalog, dest: Path,
-                  locked: Callable[[], Any]) -> SnapshotReport:
+def take_snapshot(
+    root: Path, manifest: Manifest, catalog: Catalog, dest: Path, locked: Callable[[], Any]
+) -> SnapshotReport:
     """Copy the last committed generation of the collection at ``root`` into ``dest`` (which must not exist).
 
     Args:
@@ -144,8 +145,10 @@ def restore_snapshot(snapshot: Path, dest: Path) -> SnapshotReport:
     snapshot = Path(snapshot)
     manifest = Manifest.load(snapshot)
     if manifest.catalog_url:
-        raise BadInputError(f"{snapshot}: its catalog is {manifest.catalog_url}, not a file inside it; "
-                            "restore takes a snapshot that semsearch snapshot wrote")
+        raise BadInputError(
+            f"{snapshot}: its catalog is {manifest.catalog_url}, not a file inside it; "
+            "restore takes a snapshot that semsearch snapshot wrote"
+        )
     dest = _check_destination(Path(dest), snapshot)
     report = SnapshotReport(dest, tries=1)
 
@@ -264,8 +267,7 @@ def _try_copy(root: Path, copy_catalog: Callable[[Path], None], dest: Path, repo
 def _as_of(manifest: Manifest, generation: int) -> Manifest:
     """``manifest`` as a snapshot of ``generation`` keeps it: the model of that generation only (no switch
     before or after it), and its catalog the file inside."""
-    return replace(manifest, model=manifest.model_at(generation), model_since=0, previous_model=None,
-                   catalog_url=None)
+    return replace(manifest, model=manifest.model_at(generation), model_since=0, previous_model=None, catalog_url=None)
 
 
 def _copy_catalog(catalog: Catalog, target: Path) -> None:
@@ -382,5 +384,3 @@ def _fsync_tree(folder: Path) -> None:
         for name in files:
             fsync_path(Path(directory) / name)
         fsync_dir(Path(directory))
-
-

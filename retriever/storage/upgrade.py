@@ -1,7 +1,9 @@
 """Convert a collection of an older on-disk format to the current one, in place.
 
-A collection at the current format gets what later versions add to its
-segments: int8 rescoring rows for compressed segments (``int8_upgrade``).
+A collection at the current format gets what later versions add to it:
+int8 rescoring rows for compressed segments (``int8_upgrade``), and filter
+rows for the list values of documents written before lists were indexed
+(``fields_upgrade``; recorded in the catalog, so it runs once).
 
 Format 1 kept one FAISS file (``IDMap2,Flat``) and one BM25 file per
 generation in ``index/``, and the document texts and chunk rows in the
@@ -30,6 +32,7 @@ from retriever.documents import Document
 from retriever.errors import BadInputError, CorruptCollectionError
 from retriever.storage.builders import SegmentBuilders
 from retriever.storage.catalog import Catalog, DocumentRow, Publish, SegmentRef
+from retriever.storage.fields_upgrade import index_list_fields
 from retriever.storage.generations import HEAD_FILE, write_head
 from retriever.storage.int8_upgrade import add_int8_rows
 from retriever.storage.manifest import FORMAT_VERSION, MANIFEST, Manifest
@@ -65,9 +68,9 @@ def upgrade(path: str | Path, builders: SegmentBuilders, progress: bool = True) 
         manifest = Manifest(**data)
         removed = _remove_format_1(root, manifest.catalog_location(root), manifest.uuid)
         extra = " (removed files left by an earlier conversion)" if removed else ""
-        added = add_int8_rows(root, builders.quantize, progress)
-        if added:
-            return f"{root}: wrote int8 rescoring rows for {added} segment(s) written before them{extra}"
+        done = _bring_up_to_date(root, manifest, builders, progress)
+        if done:
+            return f"{root}: {'; '.join(done)}{extra}"
         return f"{root} is already at format version {FORMAT_VERSION}; nothing to do{extra}"
     if version != 1:
         raise BadInputError(f"{root} has format version {version!r}; this semsearch converts version 1 only")
@@ -88,6 +91,26 @@ def upgrade(path: str | Path, builders: SegmentBuilders, progress: bool = True) 
     manifest.save(root)  # the switch: from here on the collection is format 2
     _remove_format_1(root, url, manifest.uuid)
     return f"converted {root} from format version 1 to {FORMAT_VERSION} ({n_docs} documents)"
+
+
+def _bring_up_to_date(root: Path, manifest: Manifest, builders: SegmentBuilders, progress: bool) -> list[str]:
+    """What later versions add to a current-format collection: int8 rows, list values' filter rows.
+
+    Returns:
+        What was done, one phrase each (none: it was up to date).
+    """
+    done = []
+    added = add_int8_rows(root, builders.quantize, progress)
+    if added:
+        done.append(f"wrote int8 rescoring rows for {added} segment(s) written before them")
+    catalog = Catalog(manifest.catalog_location(root))
+    try:
+        rebuilt = index_list_fields(root, catalog, progress)
+    finally:
+        catalog.close()
+    if rebuilt:
+        done.append(f"indexed the list values of {rebuilt} document(s) written before lists were filterable")
+    return done
 
 
 def _convert(root: Path, manifest: Manifest, catalog: Catalog, builders: SegmentBuilders, progress: bool) -> int:

@@ -128,6 +128,7 @@ def _read_rows(path: Path, index: faiss.Index) -> np.ndarray:
     except (OSError, ValueError, EOFError) as exc:
         raise CorruptCollectionError(f"cannot read rescoring vectors {path}: {exc}") from None
     if rows.dtype != np.float32 or rows.shape != (index.ntotal, index.d):
-        raise CorruptCollectionError(f"{path} holds {rows.dtype} {rows.shape}, "
-                                     f"not float32 ({index.ntotal}, {index.d}) as its index")
+        raise CorruptCollectionError(
+            f"{path} holds {rows.dtype} {rows.shape}, not float32 ({index.ntotal}, {index.d}) as its index"
+        )
     return read_at_random(np.asarray(rows))  # a plain ndarray over the mapping: pages shared, no memmap overhead

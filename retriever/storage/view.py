@@ -161,4 +161,3 @@ def _described(index: dict) -> str:
     if index["type"] == RABITQ:
         return f"1-bit codes{rescored}"
     return "exact"
-

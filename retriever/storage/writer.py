@@ -156,7 +156,9 @@ class Writer:
             segments, next_segment = refs(parts), state.next_segment
             for folder, keys, dropped in changes.placements:
                 if len(dropped) < len(keys):
-                    segments.append(self._place(folder, keys, dropped, segment_name(next_segment), state.generation + 1))
+                    segments.append(
+                        self._place(folder, keys, dropped, segment_name(next_segment), state.generation + 1)
+                    )
                     touched.append(self.root / SEGMENTS_DIR / segments[-1].name)
                     next_segment += 1
             fsync_dir(self.root / SEGMENTS_DIR)
@@ -213,9 +215,16 @@ class Writer:
                     changes.kinds[row["id"]] = "updated"
                 else:
                     changes.inserts.append(
-                        DocumentRow(row["id"], int(keys[r]), row["title"], row["metadata"],
-                                    row["content_hash"], row["text_hash"], row["chunks"])
-                    )  # fmt: skip
+                        DocumentRow(
+                            row["id"],
+                            int(keys[r]),
+                            row["title"],
+                            row["metadata"],
+                            row["content_hash"],
+                            row["text_hash"],
+                            row["chunks"],
+                        )
+                    )
                     if old is not None:
                         changes.replaced.append(old.key)
                     changes.kinds[row["id"]] = "updated" if old is not None else "added"
@@ -261,9 +270,7 @@ class Writer:
         self.publish(state, change, new_files=[])
         return state.generation + 1
 
-    def _with_deletions(
-        self, view: View, keys: Sequence[int], generation: int
-    ) -> tuple[list[SegmentView], list[Path]]:
+    def _with_deletions(self, view: View, keys: Sequence[int], generation: int) -> tuple[list[SegmentView], list[Path]]:
         """The view's parts with ``keys`` deleted: new deletion files written for ``generation``.
 
         Returns:

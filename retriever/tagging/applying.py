@@ -111,8 +111,9 @@ def apply_tagger(
     return report
 
 
-def _label_all(collection: Any, view: Any, tagger: Tagger, given: dict[str, Label], report: TagReport,
-               progress: bool) -> list[tuple[str, int, dict, str]]:
+def _label_all(
+    collection: Any, view: Any, tagger: Tagger, given: dict[str, Label], report: TagReport, progress: bool
+) -> list[tuple[str, int, dict, str]]:
     """Predict every live document of ``view``; fill ``report``; return the metadata updates."""
     from tqdm.auto import tqdm  # loaded by tagging alone, not by every command that opens a collection
 
@@ -155,11 +156,13 @@ def stale_documents(collection: Any, field_name: str) -> list[str]:
     """
     tagger = load_tagger(collection.root, field_name)
     if tagger is None:
-        raise BadInputError(f"{collection.root} has no tagger for field {field_name!r}; "
-                            f"train one with: semsearch tag -c DIR --field {field_name} --examples FILE")
+        raise BadInputError(
+            f"{collection.root} has no tagger for field {field_name!r}; "
+            f"train one with: semsearch tag -c DIR --field {field_name} --examples FILE"
+        )
     other_model = tagger.method == EMBEDDING and tagger.model["sha256"] != collection.model["sha256"]
     return sorted(
-        doc_id for doc_id, meta in collection.catalog.iter_metadata()
+        doc_id
+        for doc_id, meta in collection.catalog.iter_metadata()
         if not tagger.owned_by_user(meta) and (other_model or tagger.probability_field not in meta)
     )
-

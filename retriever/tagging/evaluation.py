@@ -82,16 +82,21 @@ def cross_validate(features: dict[str, Any], labels: Sequence[Label], folds: int
     smallest = min(np.unique(target, return_counts=True)[1])
     folds = min(folds or MAX_FOLDS, int(smallest))
     if folds < 2:
-        return TagEvaluation(len(labels), 0, {}, EMBEDDING,
-                             "a label has a single example, so no fold can test it: "
-                             "frozen embeddings, the few-shot default")
+        return TagEvaluation(
+            len(labels),
+            0,
+            {},
+            EMBEDDING,
+            "a label has a single example, so no fold can test it: frozen embeddings, the few-shot default",
+        )
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=0)
     splits = list(splitter.split(np.zeros(len(target)), target))
     scores = {method: _score(method, rows, list(labels), splits) for method, rows in features.items()}
     best = max(scores.values(), key=lambda s: (round(s.macro_f1, 9), s.method == EMBEDDING))
     others = ", ".join(f"{s.method} {s.macro_f1:.3f}" for s in scores.values() if s is not best)
     reason = f"higher macro-F1 in {folds}-fold cross-validation ({best.method} {best.macro_f1:.3f}" + (
-        f" against {others})" if others else ")")
+        f" against {others})" if others else ")"
+    )
     if any(s is not best and round(s.macro_f1, 9) == round(best.macro_f1, 9) for s in scores.values()):
         reason = f"a tie in macro-F1 ({best.macro_f1:.3f}): frozen embeddings"
     return TagEvaluation(len(labels), folds, scores, best.method, reason)

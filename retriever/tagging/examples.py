@@ -112,8 +112,10 @@ def _example(record: Any, where: str) -> Example:
     label = _label(record.get("label"), where)
     doc_id, text = record.get("id"), record.get("text")
     if (doc_id is None) == (text is None):
-        raise BadInputError(f"{where}: give either 'id' (a document of the collection) or 'text', not "
-                            + ("both" if doc_id is not None else "neither"))
+        raise BadInputError(
+            f"{where}: give either 'id' (a document of the collection) or 'text', not "
+            + ("both" if doc_id is not None else "neither")
+        )
     if doc_id is not None:
         check_id(doc_id, f"{where}: id")
         return Example(label, doc_id=doc_id, where=where)

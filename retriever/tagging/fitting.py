@@ -134,6 +134,7 @@ def train(
         counts[str(label)] = counts.get(str(label), 0) + 1
     identity = collection.model
     model = {"name": identity["name"], "sha256": identity["sha256"]}
-    tagger = Tagger(field, method, classes, coef, intercept, model, min_probability, counts,
-                    tfidf if method == TFIDF else None)
+    tagger = Tagger(
+        field, method, classes, coef, intercept, model, min_probability, counts, tfidf if method == TFIDF else None
+    )
     return tagger, evaluation

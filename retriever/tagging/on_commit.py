@@ -55,8 +55,10 @@ class TagOnCommit:
         taggers = load_taggers(self.root)
         if not taggers:
             return list(metadata)
-        carried = [(doc_id, key, _carry(meta, stored.get(doc_id), taggers.values()), content_hash)
-                   for doc_id, key, meta, content_hash in metadata]
+        carried = [
+            (doc_id, key, _carry(meta, stored.get(doc_id), taggers.values()), content_hash)
+            for doc_id, key, meta, content_hash in metadata
+        ]
         where = _locate(inserts, placements)
         segments: dict[Path, Segment] = {}
         model_sha256 = self.model_in_force()["sha256"]

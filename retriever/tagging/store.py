@@ -38,16 +38,6 @@ def save_tagger(root: Path, tagger: Tagger) -> None:
     atomic_write_text(tagger_path(root, tagger.field), json.dumps(document, ensure_ascii=False))
 
 
-def remove_tagger(root: Path, field: str) -> bool:
-    """Remove the tagger of ``field``; returns whether there was one."""
-    path = tagger_path(root, field)
-    if not path.exists():
-        return False
-    path.unlink()
-    fsync_dir(path.parent)
-    return True
-
-
 def read_tagger_file(path: Path) -> Tagger:
     """The tagger stored at ``path``, its checksum verified.
 
@@ -61,11 +51,13 @@ def read_tagger_file(path: Path) -> Tagger:
         if document.get("format") != FORMAT:
             raise ValueError(f"format {document.get('format')!r}, expected {FORMAT}")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise CorruptCollectionError(f"tagger {path} is unreadable ({exc}); run semsearch tag again "
-                                     "or remove the file") from None
+        raise CorruptCollectionError(
+            f"tagger {path} is unreadable ({exc}); run semsearch tag again or remove the file"
+        ) from None
     if not isinstance(body, str) or hashlib.sha256(body.encode("utf-8")).hexdigest() != document.get("sha256"):
-        raise CorruptCollectionError(f"tagger {path} is damaged (checksum mismatch); run semsearch tag again "
-                                     "or remove the file")
+        raise CorruptCollectionError(
+            f"tagger {path} is damaged (checksum mismatch); run semsearch tag again or remove the file"
+        )
     try:
         data = json.loads(body)
     except ValueError as exc:

@@ -12,7 +12,7 @@ import pytest
 
 from app.cli import main
 
-HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence"}
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence", "location"}
 
 
 @pytest.fixture()
@@ -22,9 +22,11 @@ def docs(tmp_path) -> Path:
     (root / "tea.txt").write_text("Green tea is steamed right after picking. " * 20, encoding="utf-8")
     (root / "sub" / "rivers.md").write_text("# Rivers\n\nRivers flow into the sea through deltas.", encoding="utf-8")
     (root / "notes.jsonl").write_text(
-        json.dumps({"id": "n1", "title": "Coffee", "text": "Coffee beans are roasted.", "lang": "en"}) + "\n"
+        json.dumps({"id": "n1", "title": "Coffee", "text": "Coffee beans are roasted.", "lang": "en"})
+        + "\n"
         + "{not json\n"
-        + json.dumps({"id": "n2", "title": "Kaffee", "text": "Kaffee wird geröstet.", "lang": "de"}) + "\n",
+        + json.dumps({"id": "n2", "title": "Kaffee", "text": "Kaffee wird geröstet.", "lang": "de"})
+        + "\n",
         encoding="utf-8",
     )
     return root
@@ -68,8 +70,11 @@ def test_search_json_shape_and_metadata(capsys, docs, tmp_path, tiny_model_dir):
 def test_search_text_shows_the_evidence_sentence(capsys, docs, tmp_path, tiny_model_dir):
     index(capsys, docs, tmp_path / "col", tiny_model_dir)
     code, out, _ = run(capsys, "search", "deltas", "-c", tmp_path / "col", "--mode", "bm25")
-    assert code == 0 and out.splitlines()[1:] == ["    " + str((docs / "sub" / "rivers.md").resolve()),
-                                                   "    Rivers flow into the sea through deltas."]
+    source = str((docs / "sub" / "rivers.md").resolve())  # beside it, the section the hit is in: its heading
+    assert code == 0 and out.splitlines()[1:] == [
+        "    " + source + " · Rivers",
+        "    Rivers flow into the sea through deltas.",
+    ]
     assert "\033[" not in out  # not a terminal: no bold
     code, out, _ = run(capsys, "search", "deltas", "-c", tmp_path / "col", "--evidence", "nonsense")
     assert code == 2
@@ -145,7 +150,9 @@ def test_console_script_errors_without_traceback(tmp_path):
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip() == f"semsearch: error: no collection at {tmp_path / 'nowhere'}: directory does not exist"
+    assert (
+        result.stderr.strip() == f"semsearch: error: no collection at {tmp_path / 'nowhere'}: directory does not exist"
+    )
 
 
 def test_index_reports_hostile_files_and_goes_on(capsys, tmp_path, tiny_model_dir):
@@ -155,7 +162,9 @@ def test_index_reports_hostile_files_and_goes_on(capsys, tmp_path, tiny_model_di
     root.mkdir()
     (root / "a.jsonl").write_text(
         '{"id": "ok", "text": "fine text"}\n{"id": "lone", "text": "bad \\ud800 text"}\n'
-        '{"id": "new\\nline", "text": "x"}\n', encoding="utf-8")
+        '{"id": "new\\nline", "text": "x"}\n',
+        encoding="utf-8",
+    )
     with open(os.path.join(os.fsencode(root), b"b\xffname.txt"), "wb") as handle:
         handle.write(b"a file whose name is not UTF-8")
     (root / "z.txt").write_text("the file after them all", encoding="utf-8")
@@ -237,8 +246,9 @@ def test_info_names_the_encoder_backend(capsys, docs, tmp_path, tiny_model_dir):
     assert "backend" in out and "threads" in out
 
 
-def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys, monkeypatch, tmp_path, docs,
-                                                                         tiny_model_dir):
+def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(
+    capsys, monkeypatch, tmp_path, docs, tiny_model_dir
+):
     pytest.importorskip("fastapi")
     import app.server.service as service
     from app.commands.services import UsageError
@@ -248,8 +258,11 @@ def test_serve_takes_the_api_key_from_a_file_so_that_ps_does_not_show_it(capsys,
     key_file = tmp_path / "key"
     key_file.write_text("from-the-file\n")
     seen = []
-    monkeypatch.setattr(service, "key_ring", lambda api_key, keys: seen.append(api_key) or (_ for _ in ()).throw(
-        UsageError("stop here")))
+    monkeypatch.setattr(
+        service,
+        "key_ring",
+        lambda api_key, keys: seen.append(api_key) or (_ for _ in ()).throw(UsageError("stop here")),
+    )
     run(capsys, "serve", "-c", tmp_path / "col", "--api-key-file", key_file)
     assert seen == ["from-the-file"]
     code, _, err = run(capsys, "serve", "-c", tmp_path / "col", "--api-key-file", tmp_path / "missing")
@@ -267,7 +280,9 @@ def test_index_codes_at_creation_and_by_compact(capsys, docs, tmp_path, tiny_mod
     assert code == 2 and "apply only when a collection is created" in err
     code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--max-segment-chunks", "0")
     assert code == 2 and "max_segment_chunks must be a positive integer" in err
-    code, _, err = run(capsys, "compact", "-c", tmp_path / "col", "--index-codes", "float32", "--max-segment-chunks", "2")
+    code, _, err = run(
+        capsys, "compact", "-c", tmp_path / "col", "--index-codes", "float32", "--max-segment-chunks", "2"
+    )
     assert code == 0 and "index codes float32" in err and "1 segment(s) -> 1," in err  # never split, rewritten alone
     with Collection.open(tmp_path / "col") as col:
         assert [p.segment.index_type for p in col.reader.current().parts] == ["flat"]

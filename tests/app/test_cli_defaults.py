@@ -23,8 +23,9 @@ def parsed(*argv: str) -> dict:
 def test_pretrain_flags_mirror_every_pretrain_config_field():
     from training.pretrain import PretrainConfig
 
-    assert_mirrors(parsed(*PRETRAIN), PretrainConfig, PRETRAIN_GIVEN,
-                   unmirrored={"weight_decay", "mlm_probability", "device"})
+    assert_mirrors(
+        parsed(*PRETRAIN), PretrainConfig, PRETRAIN_GIVEN, unmirrored={"weight_decay", "mlm_probability", "device"}
+    )
 
 
 def test_contrastive_flags_mirror_every_contrastive_config_field():

@@ -40,12 +40,15 @@ def test_list_shows_names_and_scopes_and_remove_takes_one_out(tmp_path, capsys):
     assert ring.match(tokens[0].encode()) is None and ring.match(tokens[1].encode()).name == "b"
 
 
-@pytest.mark.parametrize("arguments, problem", [
-    (["add", "b", "--scope", "docs:read"], "already has a key named 'b'"),
-    (["add", "c", "--scope", "docs"], "COLLECTION:read, COLLECTION:write or COLLECTION:admin"),
-    (["add", "no/slash", "--scope", "docs:read"], "key name"),
-    (["remove", "zz"], "has no key named 'zz'"),
-])
+@pytest.mark.parametrize(
+    "arguments, problem",
+    [
+        (["add", "b", "--scope", "docs:read"], "already has a key named 'b'"),
+        (["add", "c", "--scope", "docs"], "COLLECTION:read, COLLECTION:write or COLLECTION:admin"),
+        (["add", "no/slash", "--scope", "docs:read"], "key name"),
+        (["remove", "zz"], "has no key named 'zz'"),
+    ],
+)
 def test_bad_requests_leave_the_file_as_it_was(tmp_path, capsys, arguments, problem):
     keys = tmp_path / "keys"
     assert main(["keys", "add", "b", "--scope", "docs:read", "-f", str(keys)]) == 0
@@ -65,8 +68,9 @@ def test_concurrent_adds_and_removes_lose_nothing_and_bring_nothing_back(tmp_pat
     keys = tmp_path / "keys"
     for i in range(8):
         assert main(["keys", "add", f"old{i}", "--scope", "docs:read", "-f", str(keys)]) == 0
-    commands = ([["add", f"new{i}", "--scope", "docs:write", "-f", str(keys)] for i in range(8)]
-                + [["remove", f"old{i}", "-f", str(keys)] for i in range(8)])
+    commands = [["add", f"new{i}", "--scope", "docs:write", "-f", str(keys)] for i in range(8)] + [
+        ["remove", f"old{i}", "-f", str(keys)] for i in range(8)
+    ]
     fork = multiprocessing.get_context("fork")  # this process's modules, already imported: all start at once
     start = fork.Barrier(len(commands))
     processes = [fork.Process(target=keys_command, args=(start, arguments)) for arguments in commands]

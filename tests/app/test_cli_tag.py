@@ -28,8 +28,9 @@ def tagged_setup(tmp_path, tiny_embedder):
     with Collection.create(path, tiny_embedder) as col:
         col.add([{"id": f"d{i}", "text": f"document {i}"} for i in range(16)], vectors=vectors)
     examples = tmp_path / "examples.csv"
-    examples.write_text("id,label\n" + "".join(f"d{i},{'a' if i < 8 else 'b'}\n" for i in (0, 1, 2, 8, 9, 10)),
-                        encoding="utf-8")
+    examples.write_text(
+        "id,label\n" + "".join(f"d{i},{'a' if i < 8 else 'b'}\n" for i in (0, 1, 2, 8, 9, 10)), encoding="utf-8"
+    )
     return path, examples
 
 
@@ -43,8 +44,9 @@ def test_evaluate_tag_and_filter(capsys, tagged_setup):
     report = json.loads(out)
     assert code == 0 and report["dry_run"] and report["written"] == 0 and sum(report["labels"].values()) == 16
 
-    code, out, _ = run(capsys, "tag", "-c", col, "--field", "group", "--examples", examples,
-                       "--method", "embedding", "-q")
+    code, out, _ = run(
+        capsys, "tag", "-c", col, "--field", "group", "--examples", examples, "--method", "embedding", "-q"
+    )
     assert code == 0 and "a: 8" in out and "b: 8" in out and "wrote 'group'" in out
     code, out, _ = run(capsys, "search", "document", "-c", col, "--where", '{"group": "b"}', "-k", "20", "--json")
     assert sorted(hit["id"] for hit in json.loads(out)) == sorted(f"d{i}" for i in range(8, 16))
@@ -57,14 +59,18 @@ def test_evaluate_tag_and_filter(capsys, tagged_setup):
     assert "taggers  group (embedding: a, b)" in out
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--field", "g"], "--examples FILE is required"),
-    ([], "--field is required"),
-    (["--field", "g", "--stale"], "no tagger for field 'g'"),
-    (["--field", "g", "--examples", "missing.csv"], "does not exist"),
-    (["--field", "g", "--examples", "EXAMPLES", "--min-probability", "2"], "min_probability"),
-    (["--field", "g", "--examples", "EXAMPLES", "--stale", "--dry-run"], "not allowed with"),
-], ids=["no-examples", "no-field", "no-tagger", "missing-file", "bad-probability", "two-actions"])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--field", "g"], "--examples FILE is required"),
+        ([], "--field is required"),
+        (["--field", "g", "--stale"], "no tagger for field 'g'"),
+        (["--field", "g", "--examples", "missing.csv"], "does not exist"),
+        (["--field", "g", "--examples", "EXAMPLES", "--min-probability", "2"], "min_probability"),
+        (["--field", "g", "--examples", "EXAMPLES", "--stale", "--dry-run"], "not allowed with"),
+    ],
+    ids=["no-examples", "no-field", "no-tagger", "missing-file", "bad-probability", "two-actions"],
+)
 def test_usage_errors_exit_2_with_one_line(capsys, tagged_setup, argv, message):
     col, examples = tagged_setup
     argv = [str(examples) if a == "EXAMPLES" else a for a in argv]

@@ -11,8 +11,18 @@ from benchmarks.quality import load_regressions
 from indexer.beir import evaluate
 
 EVAL_KEYS = {
-    "dataset", "split", "mode", "model", "backend", "query_backend",
-    "ndcg@10", "mrr@10", "recall@100", "map@100", "queries", "seconds",
+    "dataset",
+    "split",
+    "mode",
+    "model",
+    "backend",
+    "query_backend",
+    "ndcg@10",
+    "mrr@10",
+    "recall@100",
+    "map@100",
+    "queries",
+    "seconds",
 }
 
 
@@ -38,7 +48,9 @@ def tiny_beir(tmp_path):
         "d3": "Rivers flow into the sea through deltas.",
         "d4": "Snow covers the mountain peaks in winter.",
     }
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items())
+    )
     queries = {"q1": "steamed tea", "q2": "roasted coffee beans", "q3": "not judged"}
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in queries.items()))
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t2\n")
@@ -46,8 +58,20 @@ def tiny_beir(tmp_path):
 
 
 def test_eval_json_on_a_toy_dataset(capsys, tiny_beir, tiny_model_dir, tmp_path):
-    code = main(["eval", "-d", str(tiny_beir), "--mode", "bm25", "--model", str(tiny_model_dir),
-                 "-c", str(tmp_path / "col"), "--json"])
+    code = main(
+        [
+            "eval",
+            "-d",
+            str(tiny_beir),
+            "--mode",
+            "bm25",
+            "--model",
+            str(tiny_model_dir),
+            "-c",
+            str(tmp_path / "col"),
+            "--json",
+        ]
+    )
     result = json.loads(capsys.readouterr().out)
     assert code == 0 and set(result) == EVAL_KEYS
     assert (result["dataset"], result["split"], result["mode"], result["queries"]) == ("toy", "test", "bm25", 2)
@@ -61,8 +85,18 @@ def test_eval_with_index_codes_searches_a_compressed_copy(capsys, tiny_beir, tin
     from retriever import Collection
     from retriever.search.vector_index import IndexPolicy
 
-    argv = ["eval", "-d", str(tiny_beir), "--mode", "dense", "--model", str(tiny_model_dir), "-c", str(tmp_path / "col"),
-            "--json"]
+    argv = [
+        "eval",
+        "-d",
+        str(tiny_beir),
+        "--mode",
+        "dense",
+        "--model",
+        str(tiny_model_dir),
+        "-c",
+        str(tmp_path / "col"),
+        "--json",
+    ]
     assert main(argv) == 0
     plain = json.loads(capsys.readouterr().out)
     assert main([*argv, "--index-codes", "always"]) == 0
@@ -77,10 +111,12 @@ def test_eval_with_index_codes_searches_a_compressed_copy(capsys, tiny_beir, tin
     assert (tmp_path / "col-codes-always.source").read_text() == marker
 
 
-@pytest.mark.parametrize("row", [r for r in regression_rows("scifact-slice50") if r["mode"] != "bm25"],
-                         ids=lambda row: row["mode"])
+@pytest.mark.parametrize(
+    "row", [r for r in regression_rows("scifact-slice50") if r["mode"] != "bm25"], ids=lambda row: row["mode"]
+)
 def test_scifact_slice_with_every_segment_compressed_reproduces_the_regression_file(
-        scifact_slice, scifact_slice_collection, tmp_path, row):
+    scifact_slice, scifact_slice_collection, tmp_path, row
+):
     import shutil
 
     own = tmp_path / "collection"  # the shared collection stays as it is
@@ -113,8 +149,11 @@ def test_leave_one_set_out_judges_a_setting_on_the_set_it_was_not_chosen_on():
     from benchmarks.hybrid_settings import SETS, leave_one_out
 
     default, overfit, steady = ("d",), ("o",), ("s",)
-    scores = {default: dict.fromkeys(SETS, 0.5), steady: dict.fromkeys(SETS, 0.51),
-              overfit: {name: (0.6 if name != "cisi" else 0.3) for name in SETS}}  # fmt: skip
+    scores = {
+        default: dict.fromkeys(SETS, 0.5),
+        steady: dict.fromkeys(SETS, 0.51),
+        overfit: {name: (0.6 if name != "cisi" else 0.3) for name in SETS},
+    }
     chosen = leave_one_out(scores, default)
     assert chosen["cisi"][0] == overfit and chosen["cisi"][1] == pytest.approx(-0.2)  # best elsewhere, worst here
     assert chosen["scifact"][0] == overfit and chosen["scifact"][1] == pytest.approx(0.1)

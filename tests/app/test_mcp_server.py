@@ -35,8 +35,9 @@ def collection(tmp_path_factory, tiny_model_dir):
 
 def session(collection):
     """A client of ``semsearch mcp -c collection`` started as a subprocess."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp", "-c", str(collection)],
-                                   cwd=str(REPO))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "app.cli", "mcp", "-c", str(collection)], cwd=str(REPO)
+    )
     return Client(params)
 
 
@@ -57,17 +58,19 @@ def test_tools_search_fetch_and_fields(collection):
             fields = answer(await client.call_tool("fields", {}))
             assert fields["documents"] == len(DOCS) and "lang" in fields["fields"] and "hybrid" in fields["modes"]
 
-            found = answer(await client.call_tool("search", {"query": "Kaffee", "k": 2, "where": {"lang": "de"},
-                                                             "mode": "bm25"}))
+            found = answer(
+                await client.call_tool("search", {"query": "Kaffee", "k": 2, "where": {"lang": "de"}, "mode": "bm25"})
+            )
             hit = found["hits"][0]
             assert [h["id"] for h in found["hits"]] == ["kaffee"]
-            assert set(hit) == {"id", "title", "score", "passage", "start", "end", "evidence", "metadata"}
+            assert set(hit) == {"id", "title", "score", "passage", "start", "end", "evidence", "location", "metadata"}
             sentence = hit["evidence"][0]
             assert sentence["method"] == "terms" and [t["term"] for t in sentence["terms"]] == ["Kaffee"]
-            assert hit["passage"][sentence["start"] - hit["start"]:sentence["end"] - hit["start"]] == sentence["text"]
+            assert hit["passage"][sentence["start"] - hit["start"] : sentence["end"] - hit["start"]] == sentence["text"]
 
-            passage = answer(await client.call_tool("fetch", {"id": hit["id"], "start": hit["start"],
-                                                              "end": hit["end"]}))
+            passage = answer(
+                await client.call_tool("fetch", {"id": hit["id"], "start": hit["start"], "end": hit["end"]})
+            )
             assert passage["text"] == hit["passage"] and passage["metadata"]["lang"] == "de"
             whole = answer(await client.call_tool("fetch", {"id": "/notes/rivers and seas.md"}))
             assert whole["text"] == DOCS[-1]["text"] and not whole["cut"]
@@ -100,8 +103,13 @@ def http_server(collection, tmp_path):
     log = tmp_path / "mcp-http.log"
     env = dict(os.environ, SEMSEARCH_API_KEY=KEY)
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "mcp", "-c", str(collection), "--http",
-                                 "--port", str(port)], cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "app.cli", "mcp", "-c", str(collection), "--http", "--port", str(port)],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         wait_until_listening(proc, port, log)
         yield f"http://127.0.0.1:{port}/mcp"
@@ -122,8 +130,9 @@ def test_streamable_http_behind_the_key(http_server):
             assert fields["documents"] == len(DOCS)
 
     anyio.run(run)
-    request = urllib.request.Request(http_server, data=b"{}", method="POST",
-                                     headers={"content-type": "application/json"})
+    request = urllib.request.Request(
+        http_server, data=b"{}", method="POST", headers={"content-type": "application/json"}
+    )
     for headers, problem in (({}, "missing API key"), ({"Authorization": "Bearer wrong"}, "wrong API key")):
         for name, value in headers.items():
             request.add_header(name, value)
@@ -148,17 +157,47 @@ def test_without_a_key_http_answers_only_loopback_host_names(collection, tmp_pat
     log = tmp_path / "mcp-open.log"
     env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "mcp", "-c", str(collection), "--http",
-                                 "--host", "127.0.0.2", "--port", str(port)], cwd=REPO, stdout=out,
-                                stderr=subprocess.STDOUT, env=env)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "mcp",
+                "-c",
+                str(collection),
+                "--http",
+                "--host",
+                "127.0.0.2",
+                "--port",
+                str(port),
+            ],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         wait_for_address("127.0.0.2", port, proc, log)
-        fetch = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                            "params": {"name": "fetch", "arguments": {"id": "kaffee"}}}).encode()
+        fetch = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "fetch", "arguments": {"id": "kaffee"}},
+            }
+        ).encode()
 
         def post(host: str) -> tuple[int, str]:
-            request = urllib.request.Request(f"http://127.0.0.2:{port}/mcp", data=fetch, method="POST", headers={
-                "Host": host, "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+            request = urllib.request.Request(
+                f"http://127.0.0.2:{port}/mcp",
+                data=fetch,
+                method="POST",
+                headers={
+                    "Host": host,
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                },
+            )
             try:
                 with urllib.request.urlopen(request, timeout=30) as answer:
                     return answer.status, answer.read().decode()

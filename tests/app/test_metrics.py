@@ -21,8 +21,11 @@ def scrape(base: str, key: str | None = KEY) -> dict[tuple[str, tuple], float]:
     with urllib.request.urlopen(urllib.request.Request(base + "/metrics", headers=headers), timeout=30) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         text = response.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def test_metrics_count_requests_stages_writes_and_the_collection(tmp_path, tiny_model_dir):

@@ -17,8 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def semsearch(*args: str) -> subprocess.CompletedProcess:
     env = os.environ | {"PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "app.cli", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def allow_host(url: str, monkeypatch) -> None:
@@ -28,13 +29,20 @@ def allow_host(url: str, monkeypatch) -> None:
     monkeypatch.setenv("SEMSEARCH_CATALOG_HOSTS", make_url(url).host)
 
 
-def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgres_server, postgres_url,
-                                                                         tiny_model_dir, tmp_path, monkeypatch):
+def test_index_with_catalog_url_then_two_servers_see_each_others_commits(
+    postgres_server, postgres_url, tiny_model_dir, tmp_path, monkeypatch
+):
     docs = tmp_path / "docs.jsonl"
-    docs.write_text("\n".join(json.dumps(d) for d in [
-        {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking.", "lang": "en"},
-        {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet.", "lang": "de"},
-    ]) + "\n")
+    docs.write_text(
+        "\n".join(
+            json.dumps(d)
+            for d in [
+                {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking.", "lang": "en"},
+                {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet.", "lang": "de"},
+            ]
+        )
+        + "\n"
+    )
     path = tmp_path / "col"
     done = semsearch("index", str(docs), "-c", str(path), "--model", str(tiny_model_dir), "--catalog-url", postgres_url)
     assert done.returncode == 0, done.stderr
@@ -48,8 +56,12 @@ def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgre
         try:
             a, b = Api(base_a, None), Api(base_b, None)
             assert a.call("GET", "/stats")[1]["documents"] == b.call("GET", "/stats")[1]["documents"] == 2
-            doc = {"id": "volcano/1", "title": "Volcanoes", "text": "Volcanic eruptions pour lava.",
-                   "metadata": {"lang": "en"}}
+            doc = {
+                "id": "volcano/1",
+                "title": "Volcanoes",
+                "text": "Volcanic eruptions pour lava.",
+                "metadata": {"lang": "en"},
+            }
             status, body = a.call("POST", "/documents", {"documents": [doc]})
             assert status == 200 and body["added"] == ["volcano/1"]
             route = "/documents/" + urllib.parse.quote(doc["id"], safe="")
@@ -69,16 +81,25 @@ def test_index_with_catalog_url_then_two_servers_see_each_others_commits(postgre
     assert postgres_server.password not in logs
 
 
-def test_a_password_typed_into_catalog_url_is_used_but_not_stored(postgres_server, tiny_model_dir,
-                                                                  tmp_path, monkeypatch):
+def test_a_password_typed_into_catalog_url_is_used_but_not_stored(
+    postgres_server, tiny_model_dir, tmp_path, monkeypatch
+):
     """A password typed into --catalog-url works for that run; later runs take it from the environment."""
     monkeypatch.delenv("SEMSEARCH_CATALOG_PASSWORD", raising=False)
     database = postgres_server.create_database()
     docs = tmp_path / "a.txt"
     docs.write_text("Rivers flow into the sea through deltas.")
     path = tmp_path / "col"
-    done = semsearch("index", str(docs), "-c", str(path), "--model", str(tiny_model_dir),
-                     "--catalog-url", postgres_server.url_with_password(database))
+    done = semsearch(
+        "index",
+        str(docs),
+        "-c",
+        str(path),
+        "--model",
+        str(tiny_model_dir),
+        "--catalog-url",
+        postgres_server.url_with_password(database),
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads((path / "manifest.json").read_text())["catalog_url"] == postgres_server.url(database)
     monkeypatch.setenv("SEMSEARCH_CATALOG_PASSWORD", postgres_server.password)

@@ -29,15 +29,27 @@ from app.cli import main  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "test-key-123"
-HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence"}
+HIT_KEYS = {"id", "score", "title", "text", "start", "end", "metadata", "evidence", "location"}
 DOCS = [
-    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 20,
-     "metadata": {"lang": "en", "year": 2021}},
-    {"id": "coffee", "title": "Coffee", "text": "Coffee beans are roasted at high temperature.",
-     "metadata": {"lang": "en", "year": 2019}},
+    {
+        "id": "tea",
+        "title": "Green tea",
+        "text": "Green tea is steamed right after picking. " * 20,
+        "metadata": {"lang": "en", "year": 2021},
+    },
+    {
+        "id": "coffee",
+        "title": "Coffee",
+        "text": "Coffee beans are roasted at high temperature.",
+        "metadata": {"lang": "en", "year": 2019},
+    },
     {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet.", "metadata": {"lang": "de", "year": 2020}},
-    {"id": "/notes/rivers and seas.md", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
-     "metadata": {"source": "/notes/rivers and seas.md"}},
+    {
+        "id": "/notes/rivers and seas.md",
+        "title": "Rivers",
+        "text": "Rivers flow into the sea through deltas.",
+        "metadata": {"source": "/notes/rivers and seas.md"},
+    },
 ]
 
 
@@ -68,9 +80,7 @@ class Api:
         return self.call("POST", "/search", body)
 
 
-def start_server(
-    collection: Path, tmp: Path, env_key: str | None, *options: str
-) -> tuple[subprocess.Popen, str]:
+def start_server(collection: Path, tmp: Path, env_key: str | None, *options: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "SEMSEARCH_API_KEY"}
     if env_key:
@@ -78,7 +88,10 @@ def start_server(
     log = open(tmp / f"server-{port}.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "serve", "-c", str(collection), "--port", str(port), *options],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
@@ -265,8 +278,11 @@ def test_search_hits_carry_evidence_unless_asked_for_none(api):
         ({"query": "tea", "where": {"year": {"$between": [1, 2]}}}, 400, "where"),
         ({"query": "tea", "limit": 3}, 422, "limit"),
         ({"query": "tea", "": 3}, 422, "body['']"),
-        ({"query": "tea", "where": {"$not": {"$not": {"lang": {"$in": list(range(1001))}}}}}, 400,
-         "where: $not.$not.lang.$in"),
+        (
+            {"query": "tea", "where": {"$not": {"$not": {"lang": {"$in": list(range(1001))}}}}},
+            400,
+            "where: $not.$not.lang.$in",
+        ),
         ({"k": 3}, 422, "query"),
     ],
 )
@@ -289,8 +305,12 @@ def test_body_over_the_limit_gets_413_before_it_is_sent(api):
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
     try:
         conn.putrequest("POST", "/documents")
-        for name, value in (("Content-Type", "application/json"), ("Content-Length", str(11 * 1024 * 1024)),
-                            ("Expect", "100-continue"), ("Authorization", f"Bearer {KEY}")):
+        for name, value in (
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(11 * 1024 * 1024)),
+            ("Expect", "100-continue"),
+            ("Authorization", f"Bearer {KEY}"),
+        ):
             conn.putheader(name, value)
         conn.endheaders()
         response = conn.getresponse()
@@ -304,8 +324,12 @@ def test_body_over_the_limit_sent_in_full_gets_a_readable_413(api):
     url = urllib.parse.urlsplit(api.base)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
     try:
-        conn.request("POST", "/documents", body=b" " * (11 * 1024 * 1024),
-                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+        conn.request(
+            "POST",
+            "/documents",
+            body=b" " * (11 * 1024 * 1024),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+        )
         response = conn.getresponse()
         assert response.status == 413 and json.loads(response.read())["detail"].startswith("body:")
     finally:
@@ -331,8 +355,13 @@ def test_chunked_body_over_the_limit_gets_413(api):
     def post_chunked(chunks):
         conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
         try:
-            conn.request("POST", "/search", body=iter(chunks), encode_chunked=True,
-                         headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"})
+            conn.request(
+                "POST",
+                "/search",
+                body=iter(chunks),
+                encode_chunked=True,
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {KEY}"},
+            )
             response = conn.getresponse()
             return response.status, json.loads(response.read())
         finally:
@@ -418,8 +447,18 @@ def test_searches_keep_answering_while_a_batch_job_writes(api, served, tmp_path,
     _, path = served
     corpus = tmp_path / "late.jsonl"
     corpus.write_text(
-        "".join(json.dumps({"id": f"late-{i}", "title": f"Late {i}", "text": f"Late document number {i} about tea.",
-                            "batch": "late"}) + "\n" for i in range(60)),
+        "".join(
+            json.dumps(
+                {
+                    "id": f"late-{i}",
+                    "title": f"Late {i}",
+                    "text": f"Late document number {i} about tea.",
+                    "batch": "late",
+                }
+            )
+            + "\n"
+            for i in range(60)
+        ),
         encoding="utf-8",
     )
     reports = []
@@ -472,8 +511,9 @@ def test_without_a_key_every_route_is_open_and_parallel_searches_agree(tmp_path,
 
     with Collection.create(tmp_path / "col", tiny_model_dir) as col:
         col.upsert(DOCS)
-    server = uvicorn.Server(uvicorn.Config(create_app(tmp_path / "col"), host="127.0.0.1", port=free_port(),
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(tmp_path / "col"), host="127.0.0.1", port=free_port(), log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
@@ -535,10 +575,16 @@ def test_concurrent_searches_go_through_the_micro_batcher(tmp_path, tiny_model_d
     queries = ["roasted coffee", "green tea", "rivers and the sea", "snow on mountains"] * 6
     with TestClient(app, base_url="http://127.0.0.1") as client:  # no key: loopback names only
         embedder = app.state.collection.embedder
-        assert isinstance(embedder._backend, BatchedBackend) == (embedder.decision["query_batching"]["chosen"] == "batched")
-        alone = {q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}).json()["hits"] for q in set(queries)}
+        assert isinstance(embedder._backend, BatchedBackend) == (
+            embedder.decision["query_batching"]["chosen"] == "batched"
+        )
+        alone = {
+            q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}).json()["hits"] for q in set(queries)
+        }
         with ThreadPoolExecutor(8) as pool:
-            answers = list(pool.map(lambda q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}), queries))
+            answers = list(
+                pool.map(lambda q: client.post("/search", json={"query": q, "k": 3, "mode": "dense"}), queries)
+            )
     assert all(r.status_code == 200 for r in answers)
     for query, response in zip(queries, answers):
         got = response.json()["hits"]
@@ -615,8 +661,13 @@ def test_a_worker_group_counts_the_ready_workers_that_still_run(tmp_path):
 
 
 def test_workers_must_be_a_sensible_count(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "app.cli", "serve", "-c", str(tmp_path), "--workers", "0"],
-                            cwd=REPO, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "app.cli", "serve", "-c", str(tmp_path), "--workers", "0"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode != 0 and "--workers must be between 1 and 64" in result.stderr
 
 
@@ -663,11 +714,27 @@ def test_stats_and_error_answers_show_no_absolute_path_or_database_host(tmp_path
         assert stats.json()["path"] == "col" and stats.json()["catalog"] == "sqlite"
 
         def failing(*_args, **_kwargs):
-            raise SemsearchError(f"cannot read {root.resolve()}/segments/seg-1/text.bin: broken; "
-                                 "catalog postgresql+psycopg://ann:***@db.internal:5432/search failed")
+            raise SemsearchError(
+                f"cannot read {root.resolve()}/segments/seg-1/text.bin: broken; "
+                "catalog postgresql+psycopg://ann:***@db.internal:5432/search failed"
+            )
 
         monkeypatch.setattr(app.state.collection, "search", failing)
         answer = client.post("/search", json={"query": "tea"})
         assert answer.status_code == 500
         detail = answer.json()["detail"]
         assert str(tmp_path) not in detail and "db.internal" not in detail and "segments/seg-1/text.bin" in detail
+
+
+def test_a_title_only_document_is_taken_and_found_by_its_title(tmp_path, tiny_model_dir):
+    from fastapi.testclient import TestClient
+
+    from app.server import create_app
+    from retriever import Collection
+
+    Collection.create(tmp_path / "col", tiny_model_dir).close()
+    with TestClient(create_app(tmp_path / "col", warm_up=False), base_url="http://127.0.0.1") as client:
+        answer = client.post("/documents", json={"documents": [{"id": "t", "title": "Aurora borealis sightings"}]})
+        assert answer.status_code == 200 and answer.json()["added"] == ["t"]
+        hits = client.post("/search", json={"query": "aurora", "mode": "bm25"}).json()["hits"]
+        assert [hit["id"] for hit in hits] == ["t"] and hits[0]["title"] == "Aurora borealis sightings"

@@ -50,12 +50,15 @@ def test_admin_is_a_scope_above_write_and_the_plain_key_holds_it_everywhere():
     assert KeyRing.plain("operator").match(b"operator").access("any collection") == ADMIN
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("docs", "COLLECTION:read"),
-    ("docs:owner", "COLLECTION:read"),
-    ("../etc:read", "scope collection"),
-    (" , ", "at least one scope"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("docs", "COLLECTION:read"),
+        ("docs:owner", "COLLECTION:read"),
+        ("../etc:read", "scope collection"),
+        (" , ", "at least one scope"),
+    ],
+)
 def test_a_bad_scope_is_refused_with_the_reason(text, problem):
     with pytest.raises(BadInputError, match=problem):
         parse_scopes(text)
@@ -70,13 +73,16 @@ def test_a_keys_file_parses_with_comments_and_the_environment_form_with_semicolo
     assert env.match(b"w").name == "writer" and env.match(b"r").name == "reader"
 
 
-@pytest.mark.parametrize("line, problem", [
-    ("reader plaintext-key docs:read", "stored only as hashes"),
-    (f"reader sha256:{'A' * 64} docs:read", "64 lower-case hex"),
-    (f"reader {digest('r')}", "expected NAME"),
-    (f"re/ader {digest('r')} docs:read", "key name"),
-    (f"reader {digest('r')} docs:read\nreader {digest('s')} docs:read", "unique; repeated: reader"),
-])
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("reader plaintext-key docs:read", "stored only as hashes"),
+        (f"reader sha256:{'A' * 64} docs:read", "64 lower-case hex"),
+        (f"reader {digest('r')}", "expected NAME"),
+        (f"re/ader {digest('r')} docs:read", "key name"),
+        (f"reader {digest('r')} docs:read\nreader {digest('s')} docs:read", "unique; repeated: reader"),
+    ],
+)
 def test_a_bad_keys_line_is_named_by_source_and_entry(line, problem):
     with pytest.raises(BadInputError, match=problem) as caught:
         KeyRing.parse("# header\n" + line, "keys file /etc/k")
@@ -99,13 +105,26 @@ def test_a_missing_keys_file_is_an_empty_ring_and_an_unreadable_one_an_error(tmp
         KeyRing.load(bad)
 
 
-@pytest.mark.parametrize("method, route, needed", [
-    ("GET", "/stats", READ), ("HEAD", "/documents/x", READ), ("POST", "/search", READ), ("POST", "/embed", READ),
-    ("POST", "/v1/embeddings", READ), ("POST", "/mcp", READ), ("POST", "/documents", WRITE),
-    ("DELETE", "/documents/x", WRITE), ("PUT", "/search", WRITE), ("POST", "/anything-new", WRITE),
-    ("POST", "/admin/snapshot", ADMIN), ("GET", "/admin/anything", ADMIN), ("POST", "//admin/snapshot", ADMIN),
-    ("POST", "/admin", ADMIN), ("POST", "/administer", WRITE),
-])
+@pytest.mark.parametrize(
+    "method, route, needed",
+    [
+        ("GET", "/stats", READ),
+        ("HEAD", "/documents/x", READ),
+        ("POST", "/search", READ),
+        ("POST", "/embed", READ),
+        ("POST", "/v1/embeddings", READ),
+        ("POST", "/mcp", READ),
+        ("POST", "/documents", WRITE),
+        ("DELETE", "/documents/x", WRITE),
+        ("PUT", "/search", WRITE),
+        ("POST", "/anything-new", WRITE),
+        ("POST", "/admin/snapshot", ADMIN),
+        ("GET", "/admin/anything", ADMIN),
+        ("POST", "//admin/snapshot", ADMIN),
+        ("POST", "/admin", ADMIN),
+        ("POST", "/administer", WRITE),
+    ],
+)
 def test_only_known_reads_are_reads(method, route, needed):
     assert needed_access(method, route) == needed
 
@@ -123,7 +142,8 @@ def test_a_write_key_is_refused_on_admin_routes_and_an_admin_key_passes():
     client = TestClient(AccessMiddleware(app, ring.merged(KeyRing.plain("operator")), single_collection("docs")))
     refused = client.post("/admin/snapshot", headers={"X-API-Key": "writer"})
     assert refused.status_code == 403 and refused.json()["detail"] == (
-        "forbidden: key 'w' may write to collection 'docs' but not administer it (needs docs:admin)")
+        "forbidden: key 'w' may write to collection 'docs' but not administer it (needs docs:admin)"
+    )
     assert client.post("/documents", headers={"X-API-Key": "writer"}).json() == {"written": True}
     for key in ("owner", "operator"):
         assert client.post("/admin/snapshot", headers={"X-API-Key": key}).json() == {"taken": True}, key

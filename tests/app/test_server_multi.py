@@ -29,12 +29,14 @@ from retriever.errors import AuthenticationError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TOKENS = {"reader": "read-only-token", "writer": "write-token", "admin": "admin-token", "owner": "owner-token"}
-RING = KeyRing([
-    ApiKey("reader", digest(TOKENS["reader"]), {"alpha": "read"}),
-    ApiKey("writer", digest(TOKENS["writer"]), {"alpha": "write", "beta": "read"}),
-    ApiKey("admin", digest(TOKENS["admin"]), {"*": "write"}),
-    ApiKey("owner", digest(TOKENS["owner"]), {"alpha": "admin"}),
-])
+RING = KeyRing(
+    [
+        ApiKey("reader", digest(TOKENS["reader"]), {"alpha": "read"}),
+        ApiKey("writer", digest(TOKENS["writer"]), {"alpha": "write", "beta": "read"}),
+        ApiKey("admin", digest(TOKENS["admin"]), {"*": "write"}),
+        ApiKey("owner", digest(TOKENS["owner"]), {"alpha": "admin"}),
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +74,8 @@ def test_health_is_open_and_every_other_route_needs_a_known_key(client):
 
 def test_each_key_lists_only_the_collections_it_may_read(client):
     assert call(client, "GET", "/collections", "reader")[1]["collections"] == [
-        {"name": "alpha", "url": "/collections/alpha", "documents": 3, "model": "model", "access": "read"}]
+        {"name": "alpha", "url": "/collections/alpha", "documents": 3, "model": "model", "access": "read"}
+    ]
     listed = call(client, "GET", "/collections", "writer")[1]["collections"]
     assert [(c["name"], c["access"], c["documents"]) for c in listed] == [("alpha", "write", 3), ("beta", "read", 2)]
 
@@ -83,8 +86,13 @@ def test_a_read_key_searches_its_collection_and_gets_403_elsewhere(client):
     status, body = call(client, "POST", "/collections/beta/search", "reader", {"query": "rivers"})
     assert status == 403 and "key 'reader' has no scope on collection 'beta'" in body["detail"]
     assert "needs beta:read" in body["detail"]
-    status, body = call(client, "POST", "/collections/alpha/documents", "reader",
-                        {"documents": [{"id": "sneaky", "text": "should not land"}]})
+    status, body = call(
+        client,
+        "POST",
+        "/collections/alpha/documents",
+        "reader",
+        {"documents": [{"id": "sneaky", "text": "should not land"}]},
+    )
     assert status == 403 and "may read collection 'alpha' but not write to it" in body["detail"]
     assert call(client, "DELETE", "/collections/alpha/documents/alpha-0", "reader")[0] == 403
     assert call(client, "POST", "/collections/alpha/admin/snapshot", "reader", {"dest": "/tmp/x"})[0] == 403
@@ -93,8 +101,13 @@ def test_a_read_key_searches_its_collection_and_gets_403_elsewhere(client):
 
 
 def test_a_write_key_writes_where_scoped_and_each_collection_keeps_its_own(client):
-    status, body = call(client, "POST", "/collections/alpha/documents", "writer",
-                        {"documents": [{"id": "alpha-new", "text": "a new alpha document about lakes"}]})
+    status, body = call(
+        client,
+        "POST",
+        "/collections/alpha/documents",
+        "writer",
+        {"documents": [{"id": "alpha-new", "text": "a new alpha document about lakes"}]},
+    )
     assert status == 200 and body["added"] == ["alpha-new"]
     try:
         assert call(client, "GET", "/collections/alpha/documents/alpha-new", "reader")[0] == 200
@@ -125,17 +138,30 @@ def test_an_admin_of_one_collection_snapshots_it_only_under_the_root_and_never_i
 
     for name in ("alpha", "beta"):
         shutil.copytree(folder / name, tmp_path / name)
-    app = create_multi_app({"alpha": tmp_path / "alpha", "beta": tmp_path / "beta"}, keys=RING, warm_up=False,
-                           snapshot_root=tmp_path / "snapshots")
+    app = create_multi_app(
+        {"alpha": tmp_path / "alpha", "beta": tmp_path / "beta"},
+        keys=RING,
+        warm_up=False,
+        snapshot_root=tmp_path / "snapshots",
+    )
     with TestClient(app) as client:
-        for body in ({"dest": str(tmp_path / "beta" / "taggers")}, {"name": "../beta"}, {"name": "beta/taggers"},
-                     {"dest": str(tmp_path / "missing" / "x")}):
+        for body in (
+            {"dest": str(tmp_path / "beta" / "taggers")},
+            {"name": "../beta"},
+            {"name": "beta/taggers"},
+            {"dest": str(tmp_path / "missing" / "x")},
+        ):
             status, answer = call(client, "POST", "/collections/alpha/admin/snapshot", "owner", body)
             assert status == 422 and str(tmp_path) not in json.dumps(answer), (body, answer)
         status, answer = call(client, "POST", "/collections/alpha/admin/snapshot", "owner", {"name": "monday"})
         assert status == 200 and answer["path"] == "alpha/monday" and answer["documents"] == 3
-        status, answer = call(client, "POST", "/collections/beta/documents", "admin",
-                              {"documents": [{"id": "beta-new", "text": "beta still takes writes"}]})
+        status, answer = call(
+            client,
+            "POST",
+            "/collections/beta/documents",
+            "admin",
+            {"documents": [{"id": "beta-new", "text": "beta still takes writes"}]},
+        )
         assert status == 200 and answer["added"] == ["beta-new"]
     assert not (tmp_path / "missing").exists() and not (tmp_path / "beta" / "taggers").exists()
     assert sorted(p.name for p in (tmp_path / "snapshots").iterdir()) == ["alpha"]
@@ -153,19 +179,21 @@ def test_openai_routes_and_metrics_work_under_a_collections_prefix(client):
 
     base = str(client.base_url) + "/collections/alpha/v1"
     models = call(client, "GET", "/collections/alpha/v1/models", "reader")[1]["data"]
-    status, body = call(client, "POST", "/collections/alpha/v1/embeddings", "reader",
-                        {"input": "rivers", "model": "no-such-model"})
+    status, body = call(
+        client, "POST", "/collections/alpha/v1/embeddings", "reader", {"input": "rivers", "model": "no-such-model"}
+    )
     assert status == 404 and body["error"]["type"] == "not_found_error"  # OpenAI's error shape under the prefix
     sdk = openai.OpenAI(base_url=base, api_key=TOKENS["reader"], http_client=client)
     vector = sdk.embeddings.create(input="rivers", model=models[0]["id"]).data[0].embedding
     assert len(vector) == 32
     with pytest.raises(openai.PermissionDeniedError, match="no scope on collection 'beta'"):
-        openai.OpenAI(base_url=str(client.base_url) + "/collections/beta/v1", api_key=TOKENS["reader"],
-                      http_client=client).embeddings.create(input="x", model=models[0]["id"])
+        openai.OpenAI(
+            base_url=str(client.base_url) + "/collections/beta/v1", api_key=TOKENS["reader"], http_client=client
+        ).embeddings.create(input="x", model=models[0]["id"])
     text = client.get("/collections/alpha/metrics", headers={"Authorization": f"Bearer {TOKENS['reader']}"}).text
-    assert 'semsearch_documents 3.0' in text and 'route="/v1/embeddings"' in text
+    assert "semsearch_documents 3.0" in text and 'route="/v1/embeddings"' in text
     beta = client.get("/collections/beta/metrics", headers={"Authorization": f"Bearer {TOKENS['writer']}"}).text
-    assert 'semsearch_documents 2.0' in beta and 'route="/v1/embeddings"' not in beta
+    assert "semsearch_documents 2.0" in beta and 'route="/v1/embeddings"' not in beta
 
 
 def test_without_keys_only_loopback_host_names_are_answered(folder):
@@ -186,13 +214,16 @@ def test_a_bad_collection_name_or_none_at_all_is_refused(folder):
 
 
 # -- the command line ----------------------------------------------------------
-@pytest.mark.parametrize("arguments, problem", [
-    (["-c", "{root}/nothing-here"], "neither a collection nor a folder holding collections"),
-    (["-c", "a={root}/alpha", "-c", "a={root}/beta"], "a second collection named 'a'"),
-    (["-c", "a={root}"], "is not a collection"),
-    (["-c", "{root}", "--keys-file", "{root}/no-keys"], "--keys-file .*no such file"),
-    (["-c", "b@d={root}/alpha"], "collection name"),
-])
+@pytest.mark.parametrize(
+    "arguments, problem",
+    [
+        (["-c", "{root}/nothing-here"], "neither a collection nor a folder holding collections"),
+        (["-c", "a={root}/alpha", "-c", "a={root}/beta"], "a second collection named 'a'"),
+        (["-c", "a={root}"], "is not a collection"),
+        (["-c", "{root}", "--keys-file", "{root}/no-keys"], "--keys-file .*no such file"),
+        (["-c", "b@d={root}/alpha"], "collection name"),
+    ],
+)
 def test_serve_refuses_bad_collections_and_keys_in_one_line(folder, capsys, arguments, problem):
     assert main(["serve", *[a.format(root=folder) for a in arguments], "--port", str(free_port())]) == 2
     assert __import__("re").search(problem, capsys.readouterr().err)
@@ -211,15 +242,37 @@ def test_serve_with_a_keys_file_and_two_workers_scopes_every_worker(folder, tmp_
     keys = tmp_path / "keys"
     tokens = {}
     for name, scope in (("ci", "alpha:read"), ("ops", "*:write")):
-        made = subprocess.run([sys.executable, "-m", "app.cli", "keys", "add", name, "--scope", scope, "-f", str(keys)],
-                              cwd=REPO, capture_output=True, text=True, check=True)
+        made = subprocess.run(
+            [sys.executable, "-m", "app.cli", "keys", "add", name, "--scope", scope, "-f", str(keys)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         tokens[name] = made.stdout.strip()
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("SEMSEARCH_API_KEY", "SEMSEARCH_KEYS")}
     log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "-c", str(folder), "--keys-file", str(keys),
-                             "--port", str(port), "--workers", "2"], cwd=REPO, env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "app.cli",
+            "serve",
+            "-c",
+            str(folder),
+            "--keys-file",
+            str(keys),
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         wait_for_workers(base, proc, tmp_path / "server.log")
@@ -267,13 +320,29 @@ def test_a_removed_key_is_refused_within_seconds_and_a_broken_keys_file_changes_
     env = {k: v for k, v in os.environ.items() if k not in ("SEMSEARCH_API_KEY", "SEMSEARCH_KEYS")}
     log_path = tmp_path / "server.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "app.cli", "serve", "-c", str(folder / "alpha"), "--keys-file",
-                                 str(keys), "--port", str(port)], cwd=REPO, env=env, stdout=log,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "app.cli",
+                "serve",
+                "-c",
+                str(folder / "alpha"),
+                "--keys-file",
+                str(keys),
+                "--port",
+                str(port),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
     def status(who: str) -> int:
-        request = urllib.request.Request(f"http://127.0.0.1:{port}/stats",
-                                         headers={"Authorization": f"Bearer {tokens[who]}"})
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/stats", headers={"Authorization": f"Bearer {tokens[who]}"}
+        )
         try:
             with urllib.request.urlopen(request, timeout=30) as answer:
                 return answer.status
@@ -297,8 +366,10 @@ def test_a_removed_key_is_refused_within_seconds_and_a_broken_keys_file_changes_
         assert status("ops") == 200
 
         keys.write_text(f"ops {tokens['ops']} alpha:read\n")  # the key itself where its hash belongs: malformed
-        soon(lambda: status("ops") == 200 and str(keys) in log_path.read_text(),  # the file is looked at on requests
-             "the broken keys file was not reported")
+        soon(
+            lambda: status("ops") == 200 and str(keys) in log_path.read_text(),  # the file is looked at on requests
+            "the broken keys file was not reported",
+        )
         assert status("ops") == 200 and status("ci") == 401  # the last good keys stay in force
         reported = [line for line in log_path.read_text().splitlines() if str(keys) in line]
         assert len(reported) == 1 and "stored only as hashes" in reported[0], reported

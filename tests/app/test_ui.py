@@ -12,21 +12,36 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from app.ui.filters import build_where, field_clause, filter_fields  # noqa: E402
 from app.ui.folders import find_collections  # noqa: E402
-from app.ui.uploads import index_uploads, safe_file_name  # noqa: E402
+from indexer.uploads import index_uploads, safe_file_name  # noqa: E402
 
 UI = Path(__file__).resolve().parents[2] / "app" / "ui" / "page.py"
 TIMEOUT = 120  # the first run loads the model
 
 DOCS = [
-    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 40,
-     "metadata": {"lang": "en", "year": 2021, "reviewed": True}},
-    {"id": "coffee", "title": "Coffee <b>roasting</b> & $maths$",
-     "text": "Coffee beans are roasted at high temperature. <script>alert(1)</script> *not bold*",
-     "metadata": {"lang": "en", "year": 2019, "reviewed": False}},
-    {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet, heiß und stark.",
-     "metadata": {"lang": "de", "year": 2020, "reviewed": True}},
-    {"id": "rivers", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
-     "metadata": {"lang": "en", "year": 2018}},
+    {
+        "id": "tea",
+        "title": "Green tea",
+        "text": "Green tea is steamed right after picking. " * 40,
+        "metadata": {"lang": "en", "year": 2021, "reviewed": True},
+    },
+    {
+        "id": "coffee",
+        "title": "Coffee <b>roasting</b> & $maths$",
+        "text": "Coffee beans are roasted at high temperature. <script>alert(1)</script> *not bold*",
+        "metadata": {"lang": "en", "year": 2019, "reviewed": False},
+    },
+    {
+        "id": "kaffee",
+        "title": "Kaffee",
+        "text": "Kaffee wird geröstet, heiß und stark.",
+        "metadata": {"lang": "de", "year": 2020, "reviewed": True},
+    },
+    {
+        "id": "rivers",
+        "title": "Rivers",
+        "text": "Rivers flow into the sea through deltas.",
+        "metadata": {"lang": "en", "year": 2018},
+    },
 ]
 
 
@@ -70,8 +85,10 @@ def test_query_in_url_shows_result_cards(monkeypatch, collection):
     page = html_of(at)
     assert "Green tea" in page and "4 results" in page and " ms" in page
     # the evidence sentence is marked and the query's terms in it are bold, not the whole passage
-    assert ('<mark class="ss-evidence" title="holds the query\'s words"><b class="ss-term">Green</b> '
-            '<b class="ss-term">tea</b> is steamed right after picking.</mark>') in page
+    assert (
+        '<mark class="ss-evidence" title="holds the query\'s words"><b class="ss-term">Green</b> '
+        '<b class="ss-term">tea</b> is steamed right after picking.</mark>'
+    ) in page
     # titles and passages are escaped: no markup from documents reaches the page
     assert "Coffee &lt;b&gt;roasting&lt;/b&gt; &amp; $maths$" in page
     assert "<script>" not in page and "&lt;script&gt;" in page
@@ -113,8 +130,15 @@ def test_a_tagged_field_is_offered_with_every_label(monkeypatch, collection):
     from retriever import Collection
 
     with Collection.open(collection) as col:
-        col.tag("kind", [{"id": "tea", "label": "tea"}, {"id": "rivers", "label": "nature"},
-                         {"text": "coffee and tea in a cup", "label": "tea"}], method="tfidf")
+        col.tag(
+            "kind",
+            [
+                {"id": "tea", "label": "tea"},
+                {"id": "rivers", "label": "nature"},
+                {"text": "coffee and tea in a cup", "label": "tea"},
+            ],
+            method="tfidf",
+        )
         nature = sorted(doc_id for doc_id in col.ids() if col.get(doc_id).metadata["kind"] == "nature")
     at = app(monkeypatch, collection, q="water", k="10")
     no_failure(at)
@@ -201,16 +225,20 @@ def test_add_pasted_document_is_found(monkeypatch, collection):
 
 def test_upload_files_with_progress_and_per_file_errors(monkeypatch, collection):
     at = app(monkeypatch, collection)
-    records = "\n".join([
-        json.dumps({"id": "r1", "title": "Glaciers", "text": "Glaciers carve valleys.", "topic": "ice"}),
-        "{broken",
-        json.dumps({"id": "r2", "title": "Deserts", "text": "Deserts receive little rain.", "topic": "sand"}),
-    ])
-    at.file_uploader[0].set_value([
-        ("orchids.txt", b"Orchids grow on trees in rain forests.", "text/plain"),
-        ("records.jsonl", records.encode(), "application/octet-stream"),
-        ("broken.pdf", b"%PDF-1.4 this is not really a pdf", "application/pdf"),
-    ]).run()
+    records = "\n".join(
+        [
+            json.dumps({"id": "r1", "title": "Glaciers", "text": "Glaciers carve valleys.", "topic": "ice"}),
+            "{broken",
+            json.dumps({"id": "r2", "title": "Deserts", "text": "Deserts receive little rain.", "topic": "sand"}),
+        ]
+    )
+    at.file_uploader[0].set_value(
+        [
+            ("orchids.txt", b"Orchids grow on trees in rain forests.", "text/plain"),
+            ("records.jsonl", records.encode(), "application/octet-stream"),
+            ("broken.pdf", b"%PDF-1.4 this is not really a pdf", "application/pdf"),
+        ]
+    ).run()
     at.button(key="index-files").click().run()
     assert not at.exception and not at.error
     assert any("3 added" in s.value for s in at.success)
@@ -257,10 +285,19 @@ def test_collection_picker(monkeypatch, tmp_path, tiny_embedder):
 
 # -- helpers -----------------------------------------------------------------------
 def test_filter_fields_and_clauses():
-    specs = {s.name: s for s in filter_fields({
-        "lang": ["en", "de"], "year": [2020, 2019.5], "ok": [True], "tags": [], "encoding": ["utf-8"],
-        "path": [f"p{i}" for i in range(20)],
-    })}
+    specs = {
+        s.name: s
+        for s in filter_fields(
+            {
+                "lang": ["en", "de"],
+                "year": [2020, 2019.5],
+                "ok": [True],
+                "tags": [],
+                "encoding": ["utf-8"],
+                "path": [f"p{i}" for i in range(20)],
+            }
+        )
+    }
     assert set(specs) == {"lang", "year", "ok", "path"}
     assert specs["lang"].kind == "choice" and specs["lang"].options == ("de", "en")
     assert specs["year"].kind == "number" and (specs["year"].low, specs["year"].high) == (2019.5, 2020)
@@ -322,8 +359,11 @@ def test_wrong_passwords_pause_sign_in_for_every_session_for_a_while(monkeypatch
     from app.ui import lockout
 
     clock = Clock()
-    monkeypatch.setattr(lockout, "THROTTLE", lockout.SignInThrottle(tries_before_pause=3, first_pause_s=30,
-                                                                          longest_pause_s=120, clock=clock))
+    monkeypatch.setattr(
+        lockout,
+        "THROTTLE",
+        lockout.SignInThrottle(tries_before_pause=3, first_pause_s=30, longest_pause_s=120, clock=clock),
+    )
     monkeypatch.setenv("SEMSEARCH_UI_PASSWORD", "s3cret")
     at = app(monkeypatch, collection, q="tea")
     for _ in range(2):
@@ -381,15 +421,21 @@ def test_uploads_skip_a_refused_record_and_keep_batches_under_the_size_cap():
     from indexer.batches import MAX_BATCH_CHARS
 
     long_text = "word " * (MAX_BATCH_CHARS // 10 + 1)  # two of them pass the cap
-    records = [{"id": "g1", "text": "fine"}, {"id": "bad", "text": "refused"}, {"id": "g2", "text": long_text},
-               {"id": "g3", "text": long_text}]
+    records = [
+        {"id": "g1", "text": "fine"},
+        {"id": "bad", "text": "refused"},
+        {"id": "g2", "text": long_text},
+        {"id": "g3", "text": long_text},
+    ]
     content = "\n".join(json.dumps(r) for r in records).encode()
     col, messages = RefusingCollection(), []
     report = index_uploads(col, [("recs.jsonl", content)], progress=lambda f, text: messages.append(text))
     assert report.added == ["g1", "g2", "g3"]
     assert report.errors == [("recs.jsonl (bad)", "document 'bad': refused")]
     assert col.calls == [["g1", "bad", "g2"], ["g1"], ["bad"], ["g2"], ["g3"]]
-    assert "Indexing recs.jsonl: 3 of 4 document(s)" in messages and "Indexing recs.jsonl: 4 of 4 document(s)" in messages
+    assert (
+        "Indexing recs.jsonl: 3 of 4 document(s)" in messages and "Indexing recs.jsonl: 4 of 4 document(s)" in messages
+    )
 
 
 def test_without_a_password_the_page_answers_only_loopback_hosts_and_addresses(monkeypatch, collection):
@@ -418,5 +464,7 @@ def test_no_ui_module_is_named_like_a_module_it_would_hide():
     import pkgutil
     import sys
 
-    taken = set(sys.stdlib_module_names) | {m.name for m in pkgutil.iter_modules() if m.module_finder.path != str(UI.parent)}
+    taken = set(sys.stdlib_module_names) | {
+        m.name for m in pkgutil.iter_modules() if m.module_finder.path != str(UI.parent)
+    }
     assert {path.stem for path in UI.parent.glob("*.py")} & taken <= {"__init__"}

@@ -32,19 +32,38 @@ ws_client = pytest.importorskip("websockets.sync.client")
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOT = REPO / "runs" / "ui-e2e" / "screenshot.png"
 CHROMIUM_FLAGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1280,1500",
-    "--hide-scrollbars", "--mute-audio",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,1500",
+    "--hide-scrollbars",
+    "--mute-audio",
 ]
 TITLE = "Migratory patterns of Arctic terns"
 EVIDENCE = "Arctic terns fly from pole to pole every year, the longest migration of any animal."
 DOCS = [
-    {"id": "terns", "title": TITLE, "text": "They nest on rocky coasts. " + EVIDENCE + " Chicks fledge in a month.",
-     "metadata": {"topic": "birds", "year": 2022}},  # one chunk of the tiny model's window, whichever ranks it
-    {"id": "tea", "title": "Green tea processing", "text": "Green tea is steamed right after picking. " * 5,
-     "metadata": {"topic": "food", "year": 2021}},
-    {"id": "rivers", "title": "How rivers form deltas", "text": "Rivers slow down at the sea and drop sediment.",
-     "metadata": {"topic": "geography", "year": 2019}},
+    {
+        "id": "terns",
+        "title": TITLE,
+        "text": "They nest on rocky coasts. " + EVIDENCE + " Chicks fledge in a month.",
+        "metadata": {"topic": "birds", "year": 2022},
+    },  # one chunk of the tiny model's window, whichever ranks it
+    {
+        "id": "tea",
+        "title": "Green tea processing",
+        "text": "Green tea is steamed right after picking. " * 5,
+        "metadata": {"topic": "food", "year": 2021},
+    },
+    {
+        "id": "rivers",
+        "title": "How rivers form deltas",
+        "text": "Rivers slow down at the sea and drop sediment.",
+        "metadata": {"topic": "geography", "year": 2019},
+    },
 ]
 
 
@@ -78,12 +97,21 @@ def ui_server(tmp_path, tiny_embedder):
 
     with Collection.create(tmp_path / "col", tiny_embedder) as col:
         col.upsert(DOCS)
+    with running_ui(tmp_path / "col", tmp_path) as base:
+        yield base
+
+
+@contextlib.contextmanager
+def running_ui(collection: Path, tmp_path: Path):
+    """``semsearch ui -c collection`` on a free loopback port until the block ends; yields its base URL."""
     port = free_port()
     log = tmp_path / "ui.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "app.cli", "ui", "-c", str(tmp_path / "col"), "--port", str(port)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "app.cli", "ui", "-c", str(collection), "--port", str(port)],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -111,9 +139,15 @@ class Browser:
     def __init__(self, binary: str, profile: Path):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [binary, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--remote-debugging-port={self.port}",
-             "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                binary,
+                *CHROMIUM_FLAGS,
+                f"--user-data-dir={profile}",
+                f"--remote-debugging-port={self.port}",
+                "about:blank",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         targets = None
         deadline = time.monotonic() + 30
@@ -173,7 +207,9 @@ def test_search_link_renders_results_in_chromium(chromium, ui_server, tmp_path):
         page_title = browser.evaluate("document.title")
         query = browser.evaluate("(document.querySelector('input[aria-label=Search]') || {}).value")
         text = browser.evaluate("document.body.innerText") or ""
-        marked = browser.evaluate("[...document.querySelectorAll('.ss-passage mark.ss-evidence')].map(e => e.innerText)")
+        marked = browser.evaluate(
+            "[...document.querySelectorAll('.ss-passage mark.ss-evidence')].map(e => e.innerText)"
+        )
         terms = browser.evaluate(
             "[...document.querySelectorAll('.ss-passage mark.ss-evidence b.ss-term')].map(e => e.innerText)"
         )
@@ -192,3 +228,73 @@ def test_search_link_renders_results_in_chromium(chromium, ui_server, tmp_path):
     assert marked and marked[0] == EVIDENCE, marked
     assert terms[:2] == ["Arctic", "terns"], terms
     assert whole == 0
+
+
+def wait_for(browser: Browser, expression: str, seconds: float = 60):
+    """The first truthy value of ``expression`` in the page, polled until ``seconds`` pass (then ``None``)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = browser.evaluate(expression)
+        if value:
+            return value
+        time.sleep(0.25)
+    return None
+
+
+def test_a_pdf_hit_shows_its_page_and_opens_the_pdf_there_in_a_new_tab(chromium, tmp_path, tiny_embedder):
+    from retriever import Collection
+    from tests.app.test_ui_locations import PAGES, located, two_page_pdf
+
+    pdf = two_page_pdf(tmp_path / "report.pdf")
+    text, columns = located([({"page": 1}, PAGES[0]), ({"page": 2}, PAGES[1])])
+    with Collection.create(tmp_path / "col", tiny_embedder) as col:
+        col.upsert(
+            [
+                {
+                    "id": str(pdf),
+                    "title": "Report",
+                    "text": text,
+                    "metadata": {"source": str(pdf), "format": "pdf", "locations": columns},
+                }
+            ]
+        )
+    with running_ui(tmp_path / "col", tmp_path) as base:
+        browser = Browser(chromium, tmp_path / "profile")
+        try:
+            browser.call("Page.enable")
+            browser.call("Page.navigate", url=f"{base}/?q={urllib.parse.quote(PAGES[1])}&mode=bm25&k=1")
+            places = wait_for(browser, "[...document.querySelectorAll('.ss-place')].map(e => e.innerText)")
+            pressed = wait_for(
+                browser,
+                "(() => { const b = [...document.querySelectorAll('button')]"
+                ".find(e => e.innerText.includes('Open report.pdf at page 2'));"
+                " if (b) b.click(); return !!b; })()",
+            )
+            link = (
+                "(() => { const f = document.querySelector('iframe[title=\"st.iframe\"]');"
+                " return f && f.contentDocument && f.contentDocument.querySelector('#open[href]'); })()"
+            )
+            href = wait_for(browser, f"({link} || {{}}).href")
+            size = browser.call(
+                "Runtime.evaluate",
+                awaitPromise=True,
+                returnByValue=True,
+                expression=(f"fetch({link}.href).then(r => r.arrayBuffer()).then(b => b.byteLength)"),
+            )["result"].get("value")
+            x, y = browser.evaluate(
+                f"(() => {{ const f = document.querySelector('iframe[title=\"st.iframe\"]')"
+                f".getBoundingClientRect(), a = {link}.getBoundingClientRect();"
+                " return [f.left + a.left + a.width / 2, f.top + a.top + a.height / 2]; })()"
+            )
+            for kind in ("mousePressed", "mouseReleased"):  # a person's click: a script's would be a blocked popup
+                browser.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+            deadline, tabs = time.monotonic() + 30, []
+            while time.monotonic() < deadline and href not in tabs:
+                with urllib.request.urlopen(f"http://127.0.0.1:{browser.port}/json/list", timeout=5) as response:
+                    tabs = [target["url"] for target in json.load(response)]
+                time.sleep(0.25)
+        finally:
+            browser.close()
+    assert places == ["page 2"] and pressed
+    assert href.startswith(f"blob:{base}/") and href.endswith("#page=2") and size == pdf.stat().st_size
+    assert href in tabs, tabs  # the new tab opened the PDF's bytes at page 2

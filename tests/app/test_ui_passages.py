@@ -23,11 +23,14 @@ def test_passage_html_marks_evidence_sentences_and_terms():
     e = text.index("steamed.") + len("steamed.")
     evidence = [Evidence(text[s:e], s, e, 1.0, "terms", (TermMatch("Tea", s, s + 3),))]
     out = passages.passage_html(text, 0, len(text), evidence)
-    assert out == ('Intro words here. <mark class="ss-evidence" title="holds the query\'s words">'
-                   '<b class="ss-term">Tea</b> &lt;leaves&gt; are steamed.</mark> Other text follows. Tail.')
+    assert out == (
+        'Intro words here. <mark class="ss-evidence" title="holds the query\'s words">'
+        '<b class="ss-term">Tea</b> &lt;leaves&gt; are steamed.</mark> Other text follows. Tail.'
+    )
     semantic = [Evidence(text[s:e], s, e, 0.4, "semantic")]
     assert '<mark class="ss-evidence ss-semantic" title="closest in meaning to the query">Tea' in (
-        passages.passage_html(text, 0, len(text), semantic))
+        passages.passage_html(text, 0, len(text), semantic)
+    )
     # an evidence span outside the window shown is left out, not half-drawn
     tail = text.index("Tail.")
     outside = [Evidence("Tail.", tail, tail + 5, 1.0, "terms")]

@@ -36,16 +36,36 @@ SLOW_S = 5.0
 TIMES = {"slowest": 0.0, "over": 0}
 
 DOCS = [
-    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking.",
-     "metadata": {"lang": "en", "year": 2021, "tags": ["drink", "leaf"], "reviewed": True, "a": {"b": 1}}},
-    {"id": "coffee", "title": "Coffee", "text": "Coffee beans are roasted at high temperature.",
-     "metadata": {"lang": "en", "year": 2019, "tags": ["drink"], "reviewed": False}},
-    {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet, heiß und stark.",
-     "metadata": {"lang": "de", "year": 2020, "größe": 3}},
-    {"id": "rivers", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
-     "metadata": {"lang": "en", "year": 2018, "score": 0.5}},
-    {"id": "/notes/mountains.md", "title": "Mountains", "text": "Mountains rise above the clouds; snow in winter.",
-     "metadata": {"source": "/notes/mountains.md"}},
+    {
+        "id": "tea",
+        "title": "Green tea",
+        "text": "Green tea is steamed right after picking.",
+        "metadata": {"lang": "en", "year": 2021, "tags": ["drink", "leaf"], "reviewed": True, "a": {"b": 1}},
+    },
+    {
+        "id": "coffee",
+        "title": "Coffee",
+        "text": "Coffee beans are roasted at high temperature.",
+        "metadata": {"lang": "en", "year": 2019, "tags": ["drink"], "reviewed": False},
+    },
+    {
+        "id": "kaffee",
+        "title": "Kaffee",
+        "text": "Kaffee wird geröstet, heiß und stark.",
+        "metadata": {"lang": "de", "year": 2020, "größe": 3},
+    },
+    {
+        "id": "rivers",
+        "title": "Rivers",
+        "text": "Rivers flow into the sea through deltas.",
+        "metadata": {"lang": "en", "year": 2018, "score": 0.5},
+    },
+    {
+        "id": "/notes/mountains.md",
+        "title": "Mountains",
+        "text": "Mountains rise above the clouds; snow in winter.",
+        "metadata": {"source": "/notes/mountains.md"},
+    },
 ]
 
 

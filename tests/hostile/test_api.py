@@ -22,32 +22,58 @@ from tests.hostile.strategies import (
 WRITES = {"add", "upsert", "delete"}
 
 doc_dicts = st.fixed_dictionaries(
-    {"id": st.one_of(hostile_text, st.just("tea"), st.just("h-ok"), json_like),
-     "text": st.one_of(hostile_text, st.just("Fresh text about tea."), json_like)},
-    optional={"title": st.one_of(hostile_text, json_like), "metadata": st.one_of(json_like, nested(40)),
-              "extra": json_like},
+    {
+        "id": st.one_of(hostile_text, st.just("tea"), st.just("h-ok"), json_like),
+        "text": st.one_of(hostile_text, st.just("Fresh text about tea."), json_like),
+    },
+    optional={
+        "title": st.one_of(hostile_text, json_like),
+        "metadata": st.one_of(json_like, nested(40)),
+        "extra": json_like,
+    },
 )
-doc_objects = st.builds(Document, id=st.one_of(hostile_text, json_like), text=hostile_text,
-                        title=st.one_of(hostile_text, json_like), metadata=st.one_of(json_like, nested(40)))
-documents_arg = st.one_of(doc_dicts, doc_objects, st.lists(st.one_of(doc_dicts, doc_objects), max_size=3),
-                          st.lists(doc_dicts, max_size=2).map(iter), json_like, st.binary(max_size=8))
-ids_arg = st.one_of(hostile_text, st.lists(st.one_of(hostile_text, json_like), max_size=4),
-                    st.lists(hostile_text, max_size=3).map(iter), st.lists(hostile_text, max_size=3).map(tuple),
-                    json_like, st.binary(max_size=8))
+doc_objects = st.builds(
+    Document,
+    id=st.one_of(hostile_text, json_like),
+    text=hostile_text,
+    title=st.one_of(hostile_text, json_like),
+    metadata=st.one_of(json_like, nested(40)),
+)
+documents_arg = st.one_of(
+    doc_dicts,
+    doc_objects,
+    st.lists(st.one_of(doc_dicts, doc_objects), max_size=3),
+    st.lists(doc_dicts, max_size=2).map(iter),
+    json_like,
+    st.binary(max_size=8),
+)
+ids_arg = st.one_of(
+    hostile_text,
+    st.lists(st.one_of(hostile_text, json_like), max_size=4),
+    st.lists(hostile_text, max_size=3).map(iter),
+    st.lists(hostile_text, max_size=3).map(tuple),
+    json_like,
+    st.binary(max_size=8),
+)
 search_kwargs = st.fixed_dictionaries(
     {"query": st.one_of(hostile_text, st.just("green tea"), json_like)},
-    optional={"k": st.one_of(hostile_int, hostile_float, json_like), "where": st.one_of(filters, json_like),
-              "mode": st.one_of(st.sampled_from(["dense", "bm25", "hybrid"]), hostile_text, json_like),
-              "fusion": st.one_of(st.sampled_from(["rrf", "convex"]), hostile_text),
-              "alpha": st.one_of(hostile_float, hostile_int, json_like)},
+    optional={
+        "k": st.one_of(hostile_int, hostile_float, json_like),
+        "where": st.one_of(filters, json_like),
+        "mode": st.one_of(st.sampled_from(["dense", "bm25", "hybrid"]), hostile_text, json_like),
+        "fusion": st.one_of(st.sampled_from(["rrf", "convex"]), hostile_text),
+        "alpha": st.one_of(hostile_float, hostile_int, json_like),
+    },
 )
 calls = st.one_of(
     st.tuples(st.just("search"), search_kwargs),
     st.tuples(st.sampled_from(["add", "upsert"]), documents_arg.map(lambda d: {"documents": d})),
     st.tuples(st.just("delete"), ids_arg.map(lambda i: {"ids": i})),
     st.tuples(st.sampled_from(["get", "contains"]), st.one_of(hostile_text, json_like).map(lambda i: {"doc_id": i})),
-    st.tuples(st.just("embed"), st.one_of(hostile_text, st.lists(hostile_text, max_size=3), json_like)
-              .map(lambda t: {"texts": t})),
+    st.tuples(
+        st.just("embed"),
+        st.one_of(hostile_text, st.lists(hostile_text, max_size=3), json_like).map(lambda t: {"texts": t}),
+    ),
 )
 
 
@@ -105,8 +131,9 @@ def test_a_query_past_its_deadline_is_interrupted(col):
 
     from retriever.deadline import deadline
 
-    slow = text("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) "
-                "SELECT count(*) FROM c")
+    slow = text(
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 100000000) SELECT count(*) FROM c"
+    )
     with col.catalog.engine.connect() as conn:
         with deadline(0), pytest.raises(OperationalError, match="interrupt"):
             conn.execute(slow)

@@ -30,8 +30,11 @@ def everything(path, model) -> tuple:
     """What a reader can get: ids, every text, and the hits of fixed searches."""
     with Collection.open(path, model) as col:
         texts = tuple((doc_id, col.get(doc_id).text) for doc_id in col.ids())
-        hits = tuple((h.id, round(h.score, 4)) for mode in ("dense", "bm25", "hybrid")
-                     for h in col.search("green tea rivers coffee", k=5, mode=mode))
+        hits = tuple(
+            (h.id, round(h.score, 4))
+            for mode in ("dense", "bm25", "hybrid")
+            for h in col.search("green tea rivers coffee", k=5, mode=mode)
+        )
         return texts, hits
 
 
@@ -109,8 +112,9 @@ def test_a_damaged_segment_is_refused_by_name(hostile_collection, tiny_model_dir
 
 @settings(max_examples=examples(12))
 @given(name=segment_names())
-def test_a_segment_name_from_the_catalog_never_leaves_segments(hostile_collection, tiny_model_dir,
-                                                               tmp_path_factory, name):
+def test_a_segment_name_from_the_catalog_never_leaves_segments(
+    hostile_collection, tiny_model_dir, tmp_path_factory, name
+):
     with case("crafted collection: segment name"):
         path = fresh_copy(hostile_collection, tmp_path_factory)
         db = sqlite3.connect(path / DEFAULT_CATALOG)

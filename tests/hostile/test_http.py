@@ -17,27 +17,60 @@ pytest.importorskip("fastapi")
 from fastapi.testclient import TestClient  # noqa: E402
 
 KEY = "hostile-key"
-FIELDS = ("body", "query", "vector", "exact", "where", "k", "mode", "texts", "truncate", "documents", "upsert",
-          "doc_id", "path", "method", "id", "text", "title", "metadata", "API key", "limit")
+FIELDS = (
+    "body",
+    "query",
+    "vector",
+    "exact",
+    "where",
+    "k",
+    "mode",
+    "texts",
+    "truncate",
+    "documents",
+    "upsert",
+    "doc_id",
+    "path",
+    "method",
+    "id",
+    "text",
+    "title",
+    "metadata",
+    "API key",
+    "limit",
+)
 
 any_value = st.one_of(json_like, hostile_text, hostile_int, hostile_float)
 search_body = st.tuples(
     st.fixed_dictionaries(
-        {}, optional={"query": st.one_of(hostile_text, st.just("green tea")), "k": st.one_of(hostile_int, any_value),
-                      "mode": st.one_of(st.sampled_from(["dense", "bm25", "hybrid"]), any_value),
-                      "where": st.one_of(filters, nested(60))}),
+        {},
+        optional={
+            "query": st.one_of(hostile_text, st.just("green tea")),
+            "k": st.one_of(hostile_int, any_value),
+            "mode": st.one_of(st.sampled_from(["dense", "bm25", "hybrid"]), any_value),
+            "where": st.one_of(filters, nested(60)),
+        },
+    ),
     st.dictionaries(hostile_text, any_value, max_size=2),  # unknown fields
 ).map(lambda parts: parts[1] | parts[0])
 embed_body = st.fixed_dictionaries(
     {"texts": st.one_of(st.lists(hostile_text, max_size=4), any_value)},
-    optional={"truncate": st.one_of(st.booleans(), any_value)})
+    optional={"truncate": st.one_of(st.booleans(), any_value)},
+)
 doc = st.fixed_dictionaries(
-    {"id": st.one_of(hostile_text.map(lambda s: "h-" + s), hostile_text, any_value),
-     "text": st.one_of(hostile_text, st.just("hostile text about tea"), any_value)},
-    optional={"title": st.one_of(hostile_text, any_value), "metadata": st.one_of(json_like, nested(60)),
-              "lang": any_value})
+    {
+        "id": st.one_of(hostile_text.map(lambda s: "h-" + s), hostile_text, any_value),
+        "text": st.one_of(hostile_text, st.just("hostile text about tea"), any_value),
+    },
+    optional={
+        "title": st.one_of(hostile_text, any_value),
+        "metadata": st.one_of(json_like, nested(60)),
+        "lang": any_value,
+    },
+)
 documents_body = st.fixed_dictionaries(
-    {"documents": st.one_of(st.lists(doc, max_size=3), any_value)}, optional={"upsert": any_value})
+    {"documents": st.one_of(st.lists(doc, max_size=3), any_value)}, optional={"upsert": any_value}
+)
 
 
 def _path_id(text: str) -> str:
@@ -48,18 +81,30 @@ requests = st.one_of(
     st.tuples(st.just("POST"), st.just("/search"), st.one_of(search_body, any_value)),
     st.tuples(st.just("POST"), st.just("/embed"), st.one_of(embed_body, any_value)),
     st.tuples(st.just("POST"), st.just("/documents"), st.one_of(documents_body, any_value)),
-    st.tuples(st.sampled_from(["GET", "DELETE"]),
-              st.one_of(hostile_text, st.sampled_from(["tea", "nope"])).map(lambda i: "/documents/" + _path_id(i)),
-              st.none()),
-    st.tuples(st.sampled_from(["GET", "POST", "PUT"]),
-              st.sampled_from(["/stats", "/health", "/docs", "/redoc", "/openapi.json", "/nowhere", "/search"]),
-              st.none()),
-    st.tuples(st.just("POST"), st.sampled_from(["/search", "/documents", "/embed"]),
-              st.one_of(st.binary(max_size=64), st.integers(1, 20000).map(lambda n: b"[" * n + b"]" * n),
-                        st.integers(1, 6000).map(lambda n: b'{"query": "x", "k": ' + b"9" * n + b"}"))),
+    st.tuples(
+        st.sampled_from(["GET", "DELETE"]),
+        st.one_of(hostile_text, st.sampled_from(["tea", "nope"])).map(lambda i: "/documents/" + _path_id(i)),
+        st.none(),
+    ),
+    st.tuples(
+        st.sampled_from(["GET", "POST", "PUT"]),
+        st.sampled_from(["/stats", "/health", "/docs", "/redoc", "/openapi.json", "/nowhere", "/search"]),
+        st.none(),
+    ),
+    st.tuples(
+        st.just("POST"),
+        st.sampled_from(["/search", "/documents", "/embed"]),
+        st.one_of(
+            st.binary(max_size=64),
+            st.integers(1, 20000).map(lambda n: b"[" * n + b"]" * n),
+            st.integers(1, 6000).map(lambda n: b'{"query": "x", "k": ' + b"9" * n + b"}"),
+        ),
+    ),
 )
-auth = st.sampled_from([{"Authorization": f"Bearer {KEY}"}] * 6 + [{"X-API-Key": KEY}, {}, {"X-API-Key": "no"},
-                                                                     {"Authorization": "Basic x"}])
+auth = st.sampled_from(
+    [{"Authorization": f"Bearer {KEY}"}] * 6
+    + [{"X-API-Key": KEY}, {}, {"X-API-Key": "no"}, {"Authorization": "Basic x"}]
+)
 
 
 @pytest.fixture(scope="module")
@@ -115,13 +160,18 @@ def test_every_request_past_its_deadline_is_503_and_writes_nothing(hostile_colle
 
     path = tmp_path / "col"
     shutil.copytree(hostile_collection, path)
-    with TestClient(create_app(path, deadline_s=0, warm_up=False), base_url="http://127.0.0.1",
-                    raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(path, deadline_s=0, warm_up=False), base_url="http://127.0.0.1", raise_server_exceptions=False
+    ) as client:
         col = client.app.state.collection
         before = fingerprint(col)
-        for method, route, body in [("POST", "/search", {"query": "tea"}), ("POST", "/embed", {"texts": ["a"]}),
-                                    ("POST", "/documents", {"documents": [{"id": "late", "text": "late text"}]}),
-                                    ("DELETE", "/documents/tea", None), ("GET", "/stats", None)]:
+        for method, route, body in [
+            ("POST", "/search", {"query": "tea"}),
+            ("POST", "/embed", {"texts": ["a"]}),
+            ("POST", "/documents", {"documents": [{"id": "late", "text": "late text"}]}),
+            ("DELETE", "/documents/tea", None),
+            ("GET", "/stats", None),
+        ]:
             response = client.request(method, route, json=body)
             assert response.status_code == 503 and "deadline" in response.json()["detail"], route
         assert fingerprint(col) == before
@@ -135,14 +185,17 @@ def open_client(hostile_collection, tmp_path_factory):
 
     path = tmp_path_factory.mktemp("open") / "col"
     shutil.copytree(hostile_collection, path)
-    with TestClient(create_app(path, warm_up=False, deadline_s=60), base_url="http://127.0.0.1",
-                    raise_server_exceptions=False) as client:
+    with TestClient(
+        create_app(path, warm_up=False, deadline_s=60), base_url="http://127.0.0.1", raise_server_exceptions=False
+    ) as client:
         yield client
 
 
 @settings(max_examples=examples(100))
-@given(host=host_headers(), route=st.sampled_from([("GET", "/stats"), ("GET", "/documents/tea"),
-                                                   ("DELETE", "/documents/nope")]))
+@given(
+    host=host_headers(),
+    route=st.sampled_from([("GET", "/stats"), ("GET", "/documents/tea"), ("DELETE", "/documents/nope")]),
+)
 def test_without_a_key_only_loopback_host_headers_are_answered(open_client, host, route):
     header, loopback = host
     with case("host header"):

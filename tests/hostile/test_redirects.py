@@ -29,31 +29,72 @@ from tests.hostile.conftest import case, examples
 from tests.processes import answer_json
 
 KEY = "redirect-test-key"
-HIT = {"id": "tea", "score": 0.5, "text": "Green tea.", "start": 0, "end": 10, "title": "Tea", "metadata": {},
-       "evidence": []}
+HIT = {
+    "id": "tea",
+    "score": 0.5,
+    "text": "Green tea.",
+    "start": 0,
+    "end": 10,
+    "title": "Tea",
+    "metadata": {},
+    "evidence": [],
+}
 DOCUMENT = {"id": "tea", "text": "Green tea.", "title": "Tea", "metadata": {}}
 
 
 def locations() -> st.SearchStrategy:
     """``Location`` values, as templates of ``{home}`` (the port redirecting), ``{other}`` (another server's port)
     and ``{path}`` (the request's path); None: no ``Location`` at all."""
-    crafted = st.sampled_from([
-        "http://127.0.0.1:{other}{path}", "http://127.0.0.1:{other}/v2{path}", "//127.0.0.1:{other}/v2{path}",
-        "https://127.0.0.1:{home}/v2{path}", "https://127.0.0.1:{other}/v2{path}", "ftp://127.0.0.1:{home}/",
-        "http://localhost:{home}/v2{path}", "//localhost:{home}/v2{path}", "http://[::1]:{home}/v2{path}",
-        "http://127.1:{home}/v2{path}", "http://2130706433:{home}/v2{path}", "http://127.0.0.2:{home}/v2{path}",
-        "http://127.0.0.1:{home}@127.0.0.1:{other}/v2{path}", "http://user:pw@127.0.0.1:{home}/v2{path}",
-        "http://127.0.0.1:{home}\\@127.0.0.1:{other}/v2{path}", "http://127.0.0.1:{home}#@127.0.0.1:{other}/",
-        "http://127.0.0.1:{other}?@127.0.0.1:{home}/v2{path}", "http:\\\\127.0.0.1:{other}\\v2{path}",
-        " http://127.0.0.1:{other}/v2{path}", "\thttp://127.0.0.1:{other}/v2{path}", "http:/127.0.0.1:{other}/v2",
-        "/v2{path}", "v2/x", "../v2{path}", "//127.0.0.1:{home}/v2{path}", "HTTP://127.0.0.1:{home}/v2{path}",
-        "http://127.0.0.1:{home}/v2{path}", "http://127.0.0.1:{home}", "{path}", "?again=1", "", "#frag",
-        "http://[::1", "http://127.0.0.1:99999/", "http://127.0.0.1:x/", "javascript:alert(1)", "data:,x",
-        "file:///etc/passwd", "http://%31%32%37.0.0.1:{other}/v2{path}", "http://evil.example/v2{path}",
-        "//evil.example", "///evil.example/v2", "http://127.0.0.1:{home}.evil.example/v2{path}",
-    ])
+    crafted = st.sampled_from(
+        [
+            "http://127.0.0.1:{other}{path}",
+            "http://127.0.0.1:{other}/v2{path}",
+            "//127.0.0.1:{other}/v2{path}",
+            "https://127.0.0.1:{home}/v2{path}",
+            "https://127.0.0.1:{other}/v2{path}",
+            "ftp://127.0.0.1:{home}/",
+            "http://localhost:{home}/v2{path}",
+            "//localhost:{home}/v2{path}",
+            "http://[::1]:{home}/v2{path}",
+            "http://127.1:{home}/v2{path}",
+            "http://2130706433:{home}/v2{path}",
+            "http://127.0.0.2:{home}/v2{path}",
+            "http://127.0.0.1:{home}@127.0.0.1:{other}/v2{path}",
+            "http://user:pw@127.0.0.1:{home}/v2{path}",
+            "http://127.0.0.1:{home}\\@127.0.0.1:{other}/v2{path}",
+            "http://127.0.0.1:{home}#@127.0.0.1:{other}/",
+            "http://127.0.0.1:{other}?@127.0.0.1:{home}/v2{path}",
+            "http:\\\\127.0.0.1:{other}\\v2{path}",
+            " http://127.0.0.1:{other}/v2{path}",
+            "\thttp://127.0.0.1:{other}/v2{path}",
+            "http:/127.0.0.1:{other}/v2",
+            "/v2{path}",
+            "v2/x",
+            "../v2{path}",
+            "//127.0.0.1:{home}/v2{path}",
+            "HTTP://127.0.0.1:{home}/v2{path}",
+            "http://127.0.0.1:{home}/v2{path}",
+            "http://127.0.0.1:{home}",
+            "{path}",
+            "?again=1",
+            "",
+            "#frag",
+            "http://[::1",
+            "http://127.0.0.1:99999/",
+            "http://127.0.0.1:x/",
+            "javascript:alert(1)",
+            "data:,x",
+            "file:///etc/passwd",
+            "http://%31%32%37.0.0.1:{other}/v2{path}",
+            "http://evil.example/v2{path}",
+            "//evil.example",
+            "///evil.example/v2",
+            "http://127.0.0.1:{home}.evil.example/v2{path}",
+        ]
+    )
     garbage = st.text(st.characters(codec="latin-1", exclude_characters="\r\n"), max_size=40).map(
-        lambda text: text.replace("{", "(").replace("}", ")"))
+        lambda text: text.replace("{", "(").replace("}", ")")
+    )
     return st.one_of(crafted, garbage, st.none())
 
 
@@ -111,22 +152,31 @@ def servers() -> Iterator[tuple[type[Origin], list[type[Origin]]]]:
 
 
 @settings(max_examples=examples(100))
-@given(status=st.sampled_from([301, 302, 303, 307, 308]), location=locations(),
-       verb=st.sampled_from(["get", "search", "delete"]))
-def test_a_redirect_ends_in_a_clear_error_or_the_right_answer_and_the_key_stays_home(servers, status, location,
-                                                                                      verb):
+@given(
+    status=st.sampled_from([301, 302, 303, 307, 308]),
+    location=locations(),
+    verb=st.sampled_from(["get", "search", "delete"]),
+)
+def test_a_redirect_ends_in_a_clear_error_or_the_right_answer_and_the_key_stays_home(servers, status, location, verb):
     home, others = servers
     for server in (home, *others):
         server.seen.clear()
-    target = location if location is None else location.format(home=home.port, other=others[0].port,
-                                                                path="/search" if verb == "search" else
-                                                                "/documents/tea")
+    target = (
+        location
+        if location is None
+        else location.format(
+            home=home.port, other=others[0].port, path="/search" if verb == "search" else "/documents/tea"
+        )
+    )
     home.redirect = (status, target)
     remote = RemoteCollection(f"http://127.0.0.1:{home.port}", api_key=KEY, timeout=10)
     with case("redirect"):
         try:
-            answer = {"get": lambda: remote.get("tea"), "search": lambda: remote.search("tea", k=1),
-                      "delete": lambda: remote.delete(["tea"])}[verb]()
+            answer = {
+                "get": lambda: remote.get("tea"),
+                "search": lambda: remote.search("tea", k=1),
+                "delete": lambda: remote.delete(["tea"]),
+            }[verb]()
         except SemsearchError as exc:
             assert not isinstance(exc, ServerUnreachableError), (target, str(exc))  # it asked somewhere else
             assert str(exc) and "\n" not in str(exc), (target, str(exc))

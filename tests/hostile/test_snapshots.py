@@ -56,8 +56,9 @@ def _change_manifest(folder: Path, change: str, outside: Path) -> None:
         "format": lambda: data.update(format="another-format"),
         "format version": lambda: data.update(format_version=99),
         "catalog url": lambda: data.update(catalog_url=f"sqlite:///{outside / 'catalog.sqlite'}"),
-        "pending switch": lambda: data.update(model={**model, "sha256": "f" * 64}, model_since=10**6,
-                                              previous_model=model),
+        "pending switch": lambda: data.update(
+            model={**model, "sha256": "f" * 64}, model_since=10**6, previous_model=model
+        ),
         "model outside": lambda: model.update(name=str(outside / "model")),
         "unknown field": lambda: data.update(injected={"x": 1}),
     }
@@ -168,8 +169,9 @@ def _listing(folder: Path) -> set[Path]:
 
 @settings(max_examples=examples(40))
 @given(name=hostile_destinations())
-def test_a_hostile_destination_is_refused_or_is_exactly_the_new_folder_named(hostile_collection, tmp_path_factory,
-                                                                            name):
+def test_a_hostile_destination_is_refused_or_is_exactly_the_new_folder_named(
+    hostile_collection, tmp_path_factory, name
+):
     with case("snapshot destination: Python"):
         base = tmp_path_factory.mktemp("destinations")
         path = base / "col"
@@ -206,8 +208,14 @@ def snapshot_client(hostile_collection, tmp_path_factory):
     base = tmp_path_factory.mktemp("http-snapshots")
     shutil.copytree(hostile_collection, base / "docs")
     shutil.copytree(hostile_collection, base / "papers")
-    app = create_app(base / "docs", api_key="admin-key", warm_up=False, deadline_s=60,
-                     snapshot_root=base / "snapshots", max_snapshots=10_000)
+    app = create_app(
+        base / "docs",
+        api_key="admin-key",
+        warm_up=False,
+        deadline_s=60,
+        snapshot_root=base / "snapshots",
+        max_snapshots=10_000,
+    )
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, base
 
@@ -218,8 +226,11 @@ def test_a_hostile_snapshot_name_over_http_lands_only_under_the_snapshot_root(sn
     client, base = snapshot_client
     with case("snapshot destination: HTTP"):
         outside = {p for p in base.rglob("*") if not p.is_relative_to(base / "snapshots")}
-        response = client.post("/admin/snapshot", content=json.dumps({field: name}),  # lone surrogates as \\u escapes
-                               headers={"X-API-Key": "admin-key", "Content-Type": "application/json"})
+        response = client.post(
+            "/admin/snapshot",
+            content=json.dumps({field: name}),  # lone surrogates as \\u escapes
+            headers={"X-API-Key": "admin-key", "Content-Type": "application/json"},
+        )
         assert response.status_code in (200, 409, 422), (name, response.status_code, response.text)
         assert {p for p in base.rglob("*") if not p.is_relative_to(base / "snapshots")} == outside, name
         body = response.json()

@@ -101,7 +101,9 @@ def test_into_a_collection_the_bad_document_is_skipped_with_the_collections_reas
         Document("c", "Deserts receive little rain."),
     ]
     with Collection.create(tmp_path / "col", tiny_embedder) as col:
-        writer = BatchWriter(col.upsert, lambda _, report: written.merge(report), lambda d, r: refused.append((d.id, r)))
+        writer = BatchWriter(
+            col.upsert, lambda _, report: written.merge(report), lambda d, r: refused.append((d.id, r))
+        )
         writer.add_all(batch)
         assert sorted(col.ids()) == ["a", "c"]
     assert written.added == ["a", "c"]

@@ -37,8 +37,18 @@ def _write_corpus(path: Path, n: int = 240, edit_every: int = 0) -> None:
 
 def _index_command(corpus: Path, collection: Path, model: Path) -> list[str]:
     return [
-        sys.executable, "-m", "app.cli", "index", str(corpus), "-c", str(collection),
-        "--model", str(model), "--batch-size", "6", "--quiet",
+        sys.executable,
+        "-m",
+        "app.cli",
+        "index",
+        str(corpus),
+        "-c",
+        str(collection),
+        "--model",
+        str(model),
+        "--batch-size",
+        "6",
+        "--quiet",
     ]
 
 
@@ -121,9 +131,7 @@ def _run_and_kill(command: list[str], target: Path, generation: int, delay: floa
         process.wait()
 
 
-def test_sigkill_at_several_points_then_rerun_matches_uninterrupted_run(
-    tmp_path, corpus, tiny_model_dir, reference
-):
+def test_sigkill_at_several_points_then_rerun_matches_uninterrupted_run(tmp_path, corpus, tiny_model_dir, reference):
     target = tmp_path / "col"
     command = _index_command(corpus, target, tiny_model_dir)
     committed = 0

@@ -58,8 +58,7 @@ def write_pdf(path: Path, lines: list[str], title: str | None = None, password: 
 def write_jsonl(path: Path, lines: list[object | str]) -> Path:
     """Each item is a record to dump, or a raw line when it is a string."""
     path.write_text(
-        "\n".join(item if isinstance(item, str) else json.dumps(item) for item in lines) + "\n",
-        encoding="utf-8",
+        "\n".join(item if isinstance(item, str) else json.dumps(item) for item in lines) + "\n", encoding="utf-8"
     )
     return path
 
@@ -68,7 +67,11 @@ def write_jsonl(path: Path, lines: list[object | str]) -> Path:
 
 
 def test_constants():
-    assert SUPPORTED_SUFFIXES == {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl", ".csv"}
+    from indexer.loaders.detect import format_of_name
+
+    assert {".txt", ".md", ".markdown", ".html", ".htm", ".pdf", ".jsonl", ".csv"} < SUPPORTED_SUFFIXES
+    assert {".docx", ".epub", ".eml", ".png", ".gz", ".zip", ".tgz", ".rst", ".log"} < SUPPORTED_SUFFIXES
+    assert all(format_of_name(f"name{suffix}")[0] for suffix in SUPPORTED_SUFFIXES)  # each one names a format
     assert DEFAULT_MAX_BYTES == 50 * 1024 * 1024
 
 
@@ -121,7 +124,7 @@ def test_html_drops_scripts_and_uses_title(tmp_path):
     doc = load_one(path)
     assert doc.title == "The Page"
     assert doc.text == "Heading\n\nFirst paragraph.\n\nSecond."
-    assert doc.metadata == {"source": str(path.resolve()), "format": "html"}
+    assert (doc.metadata["source"], doc.metadata["format"]) == (str(path.resolve()), "html")
 
 
 def test_html_title_falls_back_to_h1_then_stem(tmp_path):
@@ -143,7 +146,8 @@ def test_pdf_text_title_and_pages(tmp_path):
     assert isinstance(doc, Document)
     assert "Hello PDF world" in doc.text and "Second line here" in doc.text
     assert doc.title == "A Study"
-    assert doc.metadata == {"source": str(path.resolve()), "format": "pdf", "pages": 1}
+    assert doc.id == doc.metadata["source"] == str(path.resolve())
+    assert (doc.metadata["format"], doc.metadata["pages"]) == ("pdf", 1)
 
 
 def test_pdf_without_title_uses_stem(tmp_path):
@@ -152,16 +156,27 @@ def test_pdf_without_title_uses_stem(tmp_path):
 
 def test_pdf_without_text_is_reported(tmp_path):
     path = write_pdf(tmp_path / "scan.pdf", [])
-    assert load_one(path) == LoadError(str(path.resolve()), "no extractable text (scanned PDF?)")
+    error = load_one(path)
+    assert isinstance(error, LoadError) and error.source == str(path.resolve())
+    assert error.reason.startswith("no extractable text") and not error.unread
 
 
 def test_malformed_pdf_is_reported(tmp_path):
+    whole = write_pdf(tmp_path / "whole.pdf", ["Some text on the page"]).read_bytes()
     path = tmp_path / "broken.pdf"
-    path.write_bytes(b"this is not a PDF at all, just some bytes\n" * 3)
+    path.write_bytes(whole[: len(whole) // 3])  # a PDF cut short: its header says PDF, its body is gone
     error = load_one(path)
-    assert isinstance(error, LoadError)
-    assert error.reason.startswith("malformed PDF: ")
+    assert isinstance(error, LoadError) and not error.unread
+    assert "PDF" in error.reason
     assert "\n" not in error.reason
+
+
+def test_text_named_pdf_is_read_as_text(tmp_path):
+    path = tmp_path / "notes.pdf"
+    path.write_text("These notes were saved with the wrong suffix.\n", encoding="utf-8")
+    doc = load_one(path)
+    assert isinstance(doc, Document)
+    assert (doc.text, doc.metadata["format"]) == ("These notes were saved with the wrong suffix.\n", "txt")
 
 
 def test_encrypted_pdf_is_reported(tmp_path):
@@ -202,23 +217,39 @@ def test_undecodable_file_is_reported(tmp_path):
     path = tmp_path / "garbled.txt"
     path.write_bytes(b"ok " + bytes(range(0x80, 0x100)) * 4)
     assert load_one(path) == LoadError(
-        str(path.resolve()),
-        "not valid UTF-8 (invalid byte 0x80 at offset 3) and no other encoding fits",
+        str(path.resolve()), "not valid UTF-8 (invalid byte 0x80 at offset 3) and no other encoding fits"
     )
 
 
 @pytest.mark.parametrize("name", ["image.txt", "data.jsonl", "table.csv"])
-def test_binary_file_is_reported(tmp_path, name):
+def test_binary_file_with_a_text_suffix_is_reported(tmp_path, name):
     path = tmp_path / name
-    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)))
+    path.write_bytes(b"\x00\x01\x02\x03" + bytes(range(256)) * 8)  # no format's signature: the name decides
     assert load_one(path) == LoadError(str(path.resolve()), "binary file, not text")
 
 
-@pytest.mark.parametrize("content", [b"", b"  \n\t\n"])
-def test_empty_file_is_reported(tmp_path, content):
-    path = tmp_path / "empty.md"
-    path.write_bytes(content)
+@pytest.mark.parametrize("name", ["image.txt", "data.jsonl", "table.csv"])
+def test_an_image_with_a_text_suffix_goes_to_the_image_reader(tmp_path, name):
+    from PIL import Image
+
+    path = tmp_path / name
+    Image.new("RGB", (40, 20), "white").save(path, format="PNG")
+    item = load_one(path)
+    assert isinstance(item, LoadError)  # a blank image has no text to find
+    assert "binary file" not in item.reason and "UTF-8" not in item.reason  # not decoded as text
+
+
+def test_blank_file_is_reported(tmp_path):
+    path = tmp_path / "blank.md"
+    path.write_bytes(b"  \n\t\n")
     assert load_one(path) == LoadError(str(path.resolve()), "empty document")
+
+
+def test_empty_file_is_passed_over_not_failed(tmp_path):
+    path = tmp_path / "empty.md"
+    path.write_bytes(b"")
+    error = load_one(path)
+    assert error.unread and "empty" in error.reason
 
 
 # --- size, unreadable and unsupported paths ----------------------------------------
@@ -227,9 +258,7 @@ def test_empty_file_is_reported(tmp_path, content):
 def test_file_over_max_bytes_is_refused(tmp_path):
     path = tmp_path / "big.txt"
     path.write_text("x" * 100)
-    assert load_one(path, max_bytes=10) == LoadError(
-        str(path.resolve()), "file is 100 bytes, over the 10 byte limit"
-    )
+    assert load_one(path, max_bytes=10) == LoadError(str(path.resolve()), "file is 100 bytes, over the 10 byte limit")
     assert isinstance(load_one(path, max_bytes=100), Document)
 
 
@@ -245,9 +274,14 @@ def test_unreadable_path_reports_os_error(tmp_path):
     assert load_one(link) == LoadError(str(tmp_path / "missing.txt"), "No such file or directory")
 
 
-def test_unsupported_suffix_and_plain_directory_are_reported(tmp_path):
-    (tmp_path / "photo.jpg").write_bytes(b"jpeg")
-    assert "unsupported file type '.jpg'" in load_one(tmp_path / "photo.jpg").reason
+def test_unknown_binary_and_plain_directory_are_reported(tmp_path):
+    import shutil
+    import sys
+
+    program = tmp_path / "program.xyz"
+    shutil.copy(sys.executable, program)  # an executable: a format nothing here reads
+    error = load_one(program)
+    assert error.unread and error.reason.startswith("binary (application/")
     (tmp_path / "folder").mkdir()
     assert "not a BEIR corpus" in load_one(tmp_path / "folder").reason
 
@@ -304,8 +338,7 @@ def test_jsonl_record_errors_name_the_field(tmp_path):
 
 def test_jsonl_duplicate_id_is_reported_on_the_later_line(tmp_path):
     path = write_jsonl(
-        tmp_path / "dup.jsonl",
-        [{"id": "a", "text": "one"}, {"id": "b", "text": "two"}, {"id": "a", "text": "three"}],
+        tmp_path / "dup.jsonl", [{"id": "a", "text": "one"}, {"id": "b", "text": "two"}, {"id": "a", "text": "three"}]
     )
     items = load(path)
     assert [item.id for item in items[:2]] == ["a", "b"]
@@ -319,7 +352,9 @@ def test_jsonl_field_map_and_source_field(tmp_path):
     )
     doc = load_one(path, fields=FieldMap(id="key", title="headline", text="article"))
     assert doc == Document(
-        id="k1", text="Body text.", title="H",
+        id="k1",
+        text="Body text.",
+        title="H",
         metadata={"source": str(path.resolve()), "record_source": "web", "id": "ignored"},
     )
     error = load_one(path, fields=FieldMap(id="uid"))
@@ -345,10 +380,10 @@ def test_empty_jsonl_has_no_records(tmp_path):
 def test_csv_multiline_field_and_numeric_metadata(tmp_path):
     path = tmp_path / "table.csv"
     path.write_bytes(
-        b'id,title,text,year,score,zip,note\r\n'
+        b"id,title,text,year,score,zip,note\r\n"
         b'1,First,"A quoted field\r\nspanning, two lines",2020,3.5,02134,plain\r\n'
-        b'\r\n'
-        b'002,,Second row,-7,1e3,0,\r\n'
+        b"\r\n"
+        b"002,,Second row,-7,1e3,0,\r\n"
     )
     source = str(path.resolve())
     assert load(path) == [
@@ -373,8 +408,7 @@ def test_csv_without_text_column_is_one_error(tmp_path):
     assert load(path) == [
         LoadError(
             str(path.resolve()),
-            "no 'text', 'body' or 'content' field (name one with --text-field); "
-            "the columns are 'id', 'name', 'value'",
+            "no 'text', 'body' or 'content' field (name one with --text-field); the columns are 'id', 'name', 'value'",
         )
     ]
 
@@ -440,10 +474,7 @@ def test_beir_directory_loads_corpus_records(tmp_path):
     corpus = str((beir / "corpus.jsonl").resolve())
     assert load(beir) == [
         Document(
-            id="d1",
-            text="Zinc is a metal.",
-            title="Zinc",
-            metadata={"source": corpus, "metadata": {"year": 1999}},
+            id="d1", text="Zinc is a metal.", title="Zinc", metadata={"source": corpus, "metadata": {"year": 1999}}
         ),
         Document(id="d2", text="Iron rusts.", title="", metadata={"source": corpus}),
     ]
@@ -483,19 +514,24 @@ def relative(root: Path, pairs) -> list[str]:
     return [path.relative_to(root).as_posix() for _, path in pairs]
 
 
-def test_walk_sorted_skips_hidden_and_unsupported(tmp_path):
+def test_walk_sorted_yields_every_file_and_counts_hidden_ones(tmp_path):
     make_tree(tmp_path)
-    pairs = list(walk([tmp_path]))
+    unread: list[LoadError] = []
+    pairs = list(walk([tmp_path], unread=unread))
     assert {root for root, _ in pairs} == {tmp_path}
     assert relative(tmp_path, pairs) == [
         "a.txt",
         "b.md",
         "data/records.jsonl",
         "data/table.CSV",
+        "image.png",
         "notes/a-b/deep.pdf",
         "notes/drafts/wip.md",
         "notes/z.html",
     ]
+    hidden = [".git", ".hidden.md", "notes/.cache"]  # a hidden folder counts once, for all it holds
+    assert sorted(Path(error.source).relative_to(tmp_path).as_posix() for error in unread) == hidden
+    assert all(error.unread and "hidden" in error.reason for error in unread)
 
 
 def test_walk_include_and_exclude(tmp_path):
@@ -505,6 +541,7 @@ def test_walk_include_and_exclude(tmp_path):
     assert relative(tmp_path, notes_only) == ["notes/z.html"]
     assert relative(tmp_path, walk([tmp_path], exclude=["*.md", "data/*"])) == [
         "a.txt",
+        "image.png",
         "notes/a-b/deep.pdf",
         "notes/z.html",
     ]

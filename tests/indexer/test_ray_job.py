@@ -32,7 +32,9 @@ def local_ray():
     """A Ray started once for the module; the job uses it as it is and leaves it running."""
     if ray.is_initialized():  # another module's Ray has other resources; Ray Data starts one again when used
         ray.shutdown()
-    ray.init(address="local", num_cpus=WORKERS + 1, include_dashboard=False, log_to_driver=False, logging_level="WARNING")
+    ray.init(
+        address="local", num_cpus=WORKERS + 1, include_dashboard=False, log_to_driver=False, logging_level="WARNING"
+    )
     yield
     ray.shutdown()
 
@@ -72,7 +74,9 @@ def test_ray_run_equals_local_run_on_scifact_slice(tmp_path, local_ray, scifact_
         assert cosines.min() > 0.9999
         for query in queries:
             for mode in ("dense", "hybrid"):
-                assert [h.id for h in a.search(query, k=10, mode=mode)] == [h.id for h in b.search(query, k=10, mode=mode)]
+                assert [h.id for h in a.search(query, k=10, mode=mode)] == [
+                    h.id for h in b.search(query, k=10, mode=mode)
+                ]
 
 
 @pytest.fixture
@@ -84,8 +88,10 @@ def messy_inputs(tmp_path) -> list[Path]:
     with notes.open("a", encoding="utf-8") as out:
         out.write("{not json\n")
     (tmp_path / "in" / "later.jsonl").write_text(
-        json.dumps({"id": "doc-3", "text": "another doc-3, read first (sorted before notes.jsonl)"}) + "\n"
-        + json.dumps({"id": "extra", "text": "coffee by the river"}) + "\n",
+        json.dumps({"id": "doc-3", "text": "another doc-3, read first (sorted before notes.jsonl)"})
+        + "\n"
+        + json.dumps({"id": "extra", "text": "coffee by the river"})
+        + "\n",
         encoding="utf-8",
     )
     (tmp_path / "in" / "readme.txt").write_text("plain text about snow and tea", encoding="utf-8")
@@ -111,9 +117,22 @@ def test_skips_duplicates_and_reruns_as_the_local_job(tmp_path, local_ray, messy
 
 def _ray_command(corpus: Path, collection: Path, model: Path) -> list[str]:
     return [
-        sys.executable, "-m", "app.cli", "index", str(corpus), "-c", str(collection),
-        "--model", str(model), "--batch-size", "6", "--quiet", "--ray", "--workers", str(WORKERS),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "app.cli",
+        "index",
+        str(corpus),
+        "-c",
+        str(collection),
+        "--model",
+        str(model),
+        "--batch-size",
+        "6",
+        "--quiet",
+        "--ray",
+        "--workers",
+        str(WORKERS),
+    ]
 
 
 def test_sigkill_of_the_driver_then_rerun_matches_a_clean_run(tmp_path, tiny_model_dir):
@@ -152,8 +171,10 @@ def test_ray_flag_without_ray_is_one_line(tmp_path):
     target = tmp_path / "col"
     result = subprocess.run(
         [sys.executable, "-c", code, "index", str(tmp_path), "-c", str(target), "--ray"],
-        cwd=_repo(), capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=_repo(),
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert result.stderr == "semsearch: error: --ray needs Ray: pip install 'semsearch[ray]'\n"
     assert not target.exists()

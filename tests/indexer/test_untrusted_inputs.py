@@ -184,26 +184,26 @@ def _pdf(path: Path, pages: int) -> Path:
 
 
 def test_pdf_over_the_page_limit_is_refused(tmp_path, monkeypatch):
-    from indexer.loaders import markup
+    from indexer.loaders import pdf
 
-    monkeypatch.setattr(markup, "MAX_PDF_PAGES", 3, raising=False)
+    monkeypatch.setattr(pdf, "MAX_PDF_PAGES", 3)
     (error,) = load_path(_pdf(tmp_path / "long.pdf", 5))
     assert error == LoadError(str((tmp_path / "long.pdf").resolve()), "PDF has 5 pages, over the 3 page limit")
 
 
 def test_pdf_extraction_stops_at_its_time_limit(tmp_path, monkeypatch):
-    from indexer.loaders import markup
+    from indexer.loaders import pdf
 
-    monkeypatch.setattr(markup, "MAX_PDF_SECONDS", 0.0, raising=False)
+    monkeypatch.setattr(pdf, "MAX_PDF_SECONDS", 0.0)
     (error,) = load_path(_pdf(tmp_path / "slow.pdf", 2))
     assert isinstance(error, LoadError)
     assert error.reason == "PDF text extraction took over 0 s (stopped after 1 of 2 pages)"
 
 
 def test_pdf_text_over_the_character_limit_is_refused(tmp_path, monkeypatch):
-    from indexer.loaders import markup
+    from indexer.loaders import pdf
 
-    monkeypatch.setattr(markup, "MAX_PDF_CHARS", 0, raising=False)
+    monkeypatch.setattr(pdf, "MAX_PDF_CHARS", 0)
     (error,) = load_path(write_pdf(tmp_path / "wide.pdf", ["Some text"]))
     assert isinstance(error, LoadError)
     assert error.reason.startswith("PDF text is over the 0 character limit")

@@ -43,8 +43,10 @@ def assert_consistent(col: Collection) -> None:
     assert sum(p.n_live_docs for p in view.parts) == n_docs
     assert sum(p.n_live_chunks for p in view.parts) == n_chunks
     on_disk = {p.name: sorted(f.name for f in p.glob("deleted.*")) for p in (col.root / SEGMENTS_DIR).iterdir()}
-    expected = {ref.name: [deletion_file(ref.deletions), deletion_file(ref.deletions) + ".crc32"] if ref.deletions else []
-                for ref in state.segments}
+    expected = {
+        ref.name: [deletion_file(ref.deletions), deletion_file(ref.deletions) + ".crc32"] if ref.deletions else []
+        for ref in state.segments
+    }
     assert on_disk == expected
     for part in view.parts:
         assert part.segment.index.ntotal == part.segment.n_chunks
@@ -329,10 +331,7 @@ def test_delete_everything_then_search(col):
 # -- search --------------------------------------------------------------------
 def test_search_returns_one_hit_per_document_with_offsets(tmp_path, tiny_embedder):
     col = Collection.create(tmp_path / "col", tiny_embedder, window_tokens=16, overlap_tokens=4)
-    docs = [
-        {"id": f"doc{i}", "title": f"T{i}", "text": words(40 + 13 * i, i), "metadata": {"i": i}}
-        for i in range(6)
-    ]
+    docs = [{"id": f"doc{i}", "title": f"T{i}", "text": words(40 + 13 * i, i), "metadata": {"i": i}} for i in range(6)]
     col.add(docs)
     assert col.catalog.counts()[1] > 3 * len(docs)
     hits = col.search(words(8), k=10, feedback=False)  # hybrid, convex with the default alpha, fused once
@@ -344,14 +343,23 @@ def test_search_returns_one_hit_per_document_with_offsets(tmp_path, tiny_embedde
         doc = col.get(hit.id)
         assert doc.text[hit.start : hit.end] == hit.text
         assert hit.title == doc.title and hit.metadata == doc.metadata
-        assert set(hit.to_dict()) == {"id", "score", "title", "text", "start", "end", "metadata", "evidence"}
+        assert set(hit.to_dict()) == {
+            "id",
+            "score",
+            "title",
+            "text",
+            "start",
+            "end",
+            "metadata",
+            "evidence",
+            "location",
+        }
         for sentence in hit.evidence:
             assert doc.text[sentence.start : sentence.end] == sentence.text
             assert sentence.start < hit.end and sentence.end > hit.start  # whole sentences that overlap the chunk
     assert len(col.search(words(8), k=3)) == 3
     top = col.search(words(8), k=1, feedback=False)[0]
     assert top.id == hits[0].id and top.score == pytest.approx(hits[0].score)
-
 
 
 def test_search_options_given_as_one_value_search_as_the_keywords(tmp_path, tiny_embedder):
@@ -394,7 +402,9 @@ def test_hybrid_with_feedback_fuses_bm25_with_the_dense_side_of_the_expanded_que
     expanded = expanded_query(col.reader.current(), vector.reshape(1, -1), top, {})
     assert not np.allclose(expanded[0], vector)
     expected = expected_fusion(col, query, fusion, vector=expanded[0])
-    assert_fused(col.search(query, k=5, fusion=fusion), expected, 5, tolerance=1e-5)  # the vector given normalised again
+    assert_fused(
+        col.search(query, k=5, fusion=fusion), expected, 5, tolerance=1e-5
+    )  # the vector given normalised again
     if fusion == "convex":  # (ranks alone may stay as they were)
         assert col.search(query, k=5, fusion=fusion) != col.search(query, k=5, fusion=fusion, feedback=False)
     col.close()
@@ -404,8 +414,7 @@ def test_filtered_search_returns_k_hits_even_when_matches_are_least_similar(col)
     query = "tea rivers flow into the sea"
     common = [{"id": f"c{i:03d}", "text": query, "metadata": {"group": "common"}} for i in range(185)]
     rare = [
-        {"id": f"r{i:02d}", "text": words(150 + 7 * i, 5), "metadata": {"group": "rare", "i": i}}
-        for i in range(15)
+        {"id": f"r{i:02d}", "text": words(150 + 7 * i, 5), "metadata": {"group": "rare", "i": i}} for i in range(15)
     ]
     col.add(common + rare)
     assert len(col) == 200
@@ -433,7 +442,12 @@ def test_filtered_search_returns_k_hits_even_when_matches_are_least_similar(col)
 def test_filters_apply_to_every_mode_and_k_is_exact(col, mode):
     query = "tea rivers flow into the sea"
     col.add([{"id": f"c{i:03d}", "text": query, "metadata": {"group": "common"}} for i in range(60)])
-    col.add([{"id": f"r{i:02d}", "text": f"tea number {i} " + words(40, i), "metadata": {"group": "rare"}} for i in range(15)])
+    col.add(
+        [
+            {"id": f"r{i:02d}", "text": f"tea number {i} " + words(40, i), "metadata": {"group": "rare"}}
+            for i in range(15)
+        ]
+    )
     hits = col.search(query, k=10, where={"group": "rare"}, mode=mode)
     assert len(hits) == 10 and len({h.id for h in hits}) == 10
     assert all(h.metadata["group"] == "rare" for h in hits)
@@ -638,25 +652,33 @@ def test_collection_embed_uses_the_collection_model(col, tiny_embedder):
 
 
 def test_metadata_only_change_reembeds_nothing(col):
-    col.add([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "en"}},
-             {"id": "b", "text": "coffee beans are roasted", "metadata": {"lang": "en"}}])
+    col.add(
+        [
+            {"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"region": "en"}},
+            {"id": "b", "text": "coffee beans are roasted", "metadata": {"region": "en"}},
+        ]
+    )
     generation = col.catalog.state().generation
     segments_before = col.catalog.state().segments
     keys_before = live_keys(col)
-    report = col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}])
+    report = col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"region": "de"}}])
     assert (report.updated, report.chunks) == (["a"], 0)
     # the generation moves, so every reader sees the new metadata at once; no segment changes
     assert col.catalog.state().generation == generation + 1
     assert col.catalog.state().segments == segments_before
     assert live_keys(col) == keys_before
-    assert col.get("a").metadata == {"lang": "de"}
-    assert [h.id for h in col.search("tea", k=5, where={"lang": "de"})] == ["a"]
-    assert col.upsert([{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "de"}}]).unchanged == ["a"]
+    assert col.get("a").metadata == {"region": "de"}
+    assert [h.id for h in col.search("tea", k=5, where={"region": "de"})] == ["a"]
+    assert col.upsert(
+        [{"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"region": "de"}}]
+    ).unchanged == ["a"]
     # mixed batch: one metadata-only change and one text change commit together
-    report = col.upsert([
-        {"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"lang": "fr"}},
-        {"id": "b", "text": "coffee beans are roasted slowly", "metadata": {"lang": "en"}},
-    ])
+    report = col.upsert(
+        [
+            {"id": "a", "title": "Tea", "text": "green tea is steamed", "metadata": {"region": "fr"}},
+            {"id": "b", "text": "coffee beans are roasted slowly", "metadata": {"region": "en"}},
+        ]
+    )
     assert sorted(report.updated) == ["a", "b"] and report.chunks == 1
-    assert col.get("a").metadata == {"lang": "fr"} and col.get("b").text.endswith("slowly")
+    assert col.get("a").metadata == {"region": "fr"} and col.get("b").text.endswith("slowly")
     assert_consistent(col)

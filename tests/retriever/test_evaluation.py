@@ -15,7 +15,9 @@ def write_beir(root, qrels_rows, queries):
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "", "text": "x"}) + "\n")
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items()))
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join("\t".join(map(str, r)) + "\n" for r in qrels_rows))
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join("\t".join(map(str, r)) + "\n" for r in qrels_rows)
+    )
     return root
 
 
@@ -46,7 +48,9 @@ def test_given_order_is_kept_even_for_ids_trec_eval_would_reorder():
 
 
 def test_load_beir_takes_the_split_queries_and_graded_qrels(tmp_path):
-    root = write_beir(tmp_path / "ds", [("q1", "d1", 2), ("q1", "d2", 0), ("q3", "d1", 1)], {"q1": "one", "q2": "two", "q3": "three"})
+    root = write_beir(
+        tmp_path / "ds", [("q1", "d1", 2), ("q1", "d2", 0), ("q3", "d1", 1)], {"q1": "one", "q2": "two", "q3": "three"}
+    )
     dataset = load_beir(root)
     assert dataset.queries == {"q1": "one", "q3": "three"}
     assert dataset.qrels == {"q1": {"d1": 2, "d2": 0}, "q3": {"d1": 1}}

@@ -14,12 +14,15 @@ def test_objects_come_with_line_numbers_skipping_blank_lines_and_a_bom(tmp_path)
     assert list(read_jsonl(path)) == [(1, {"a": 1}), (4, {"b": "x"})]
 
 
-@pytest.mark.parametrize("line, reason", [
-    ('{"a": ', r"invalid JSON: Expecting value \(column 7\)"),
-    ("[1, 2]", "record is an array, not an object"),
-    ('"text"', "record is a string, not an object"),
-    ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        ('{"a": ', r"invalid JSON: Expecting value \(column 7\)"),
+        ("[1, 2]", "record is an array, not an object"),
+        ('"text"', "record is a string, not an object"),
+        ("[" * 100_000 + "]" * 100_000, "invalid JSON: nested too deeply"),
+    ],
+)
 def test_a_bad_line_names_file_line_and_cause(tmp_path, line, reason):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"ok": true}\n' + line + "\n", encoding="utf-8")

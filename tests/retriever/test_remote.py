@@ -57,8 +57,10 @@ def without_score(hit) -> dict:
 def test_search_returns_what_the_local_collection_returns(remote, served):
     with Collection.open(served[1]) as local:
         for mode in Collection.SEARCH_MODES:
-            want, got = local.search("green tea steamed", k=3, mode=mode), remote.search("green tea steamed", k=3,
-                                                                                          mode=mode)
+            want, got = (
+                local.search("green tea steamed", k=3, mode=mode),
+                remote.search("green tea steamed", k=3, mode=mode),
+            )
             assert [without_score(h) for h in got] == [without_score(h) for h in want], mode
             assert [h.score for h in got] == pytest.approx([h.score for h in want], abs=1e-5)
         assert [h.id for h in remote.search("roasted", where={"lang": "de"})] == ["kaffee"]
@@ -169,22 +171,25 @@ def detail(text: str, **more) -> bytes:
     return json.dumps({"detail": text} | more).encode()
 
 
-@pytest.mark.parametrize("status, body, error, message", [
-    (400, detail("where: unknown operator '$near'"), FilterError, "where: unknown operator"),
-    (400, detail("doc_id: not UTF-8"), BadInputError, "doc_id: not UTF-8"),
-    (401, detail("wrong API key"), AuthenticationError, "refused the request: wrong API key"),
-    (403, detail("host: without an API key ..."), AuthenticationError, "host: without an API key"),
-    (409, detail("documents: 1 document id(s) already exist"), BadInputError, "already exist"),
-    (413, detail("body: the request body is larger than the limit"), BadInputError, "larger than the limit"),
-    (422, detail("where.year: bad", errors=[{"field": "where.year"}]), FilterError, "where.year: bad"),
-    (422, detail("k: too big", errors=[{"field": "k"}]), BadInputError, "k: too big"),
-    (503, detail("collection is locked by another writer"), CollectionLockedError, "locked"),
-    (503, detail("search: past the deadline of 4 s"), DeadlineExceededError, "deadline"),
-    (500, detail("internal error (KeyError); see the server log"), SemsearchError, r"failed \(500\): internal"),
-    (404, detail("path: no such route"), SemsearchError, "is it a semsearch server"),
-    (502, b"<html>bad gateway</html>", SemsearchError, r"failed \(502\): HTTP 502"),
-    (200, b"<html>hello</html>", SemsearchError, "did not answer JSON"),
-])
+@pytest.mark.parametrize(
+    "status, body, error, message",
+    [
+        (400, detail("where: unknown operator '$near'"), FilterError, "where: unknown operator"),
+        (400, detail("doc_id: not UTF-8"), BadInputError, "doc_id: not UTF-8"),
+        (401, detail("wrong API key"), AuthenticationError, "refused the request: wrong API key"),
+        (403, detail("host: without an API key ..."), AuthenticationError, "host: without an API key"),
+        (409, detail("documents: 1 document id(s) already exist"), BadInputError, "already exist"),
+        (413, detail("body: the request body is larger than the limit"), BadInputError, "larger than the limit"),
+        (422, detail("where.year: bad", errors=[{"field": "where.year"}]), FilterError, "where.year: bad"),
+        (422, detail("k: too big", errors=[{"field": "k"}]), BadInputError, "k: too big"),
+        (503, detail("collection is locked by another writer"), CollectionLockedError, "locked"),
+        (503, detail("search: past the deadline of 4 s"), DeadlineExceededError, "deadline"),
+        (500, detail("internal error (KeyError); see the server log"), SemsearchError, r"failed \(500\): internal"),
+        (404, detail("path: no such route"), SemsearchError, "is it a semsearch server"),
+        (502, b"<html>bad gateway</html>", SemsearchError, r"failed \(502\): HTTP 502"),
+        (200, b"<html>hello</html>", SemsearchError, "did not answer JSON"),
+    ],
+)
 def test_error_answers_become_semsearch_errors(canned, status, body, error, message):
     Canned.answer = (status, body, 0.0)
     with pytest.raises(error, match=message) as raised:
@@ -245,8 +250,10 @@ STORED = json.dumps({"id": "tea", "text": "Green tea.", "title": "Tea", "metadat
 
 @pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
 def test_a_redirect_to_another_origin_is_refused_and_the_key_stays_home(status):
-    with origin(lambda method, path: (200, {}, STORED)) as (elsewhere, seen_elsewhere), \
-            origin(lambda method, path: (status, {"Location": elsewhere + path}, b"{}")) as (home, seen_home):
+    with (
+        origin(lambda method, path: (200, {}, STORED)) as (elsewhere, seen_elsewhere),
+        origin(lambda method, path: (status, {"Location": elsewhere + path}, b"{}")) as (home, seen_home),
+    ):
         with pytest.raises(SemsearchError, match=rf"redirected to {elsewhere}, another origin: not followed") as err:
             RemoteCollection(home, api_key=KEY).get("tea")
         assert type(err.value) is SemsearchError and "\n" not in str(err.value)
@@ -254,12 +261,15 @@ def test_a_redirect_to_another_origin_is_refused_and_the_key_stays_home(status):
         assert [(m, p, a) for m, p, _, a, _ in seen_home] == [("GET", "/documents/tea", f"Bearer {KEY}")]
 
 
-@pytest.mark.parametrize("location, shown", [
-    ("https://127.0.0.1:{port}/documents/tea", "https://127.0.0.1:{port}"),  # another scheme, same host and port
-    ("//localhost:{port}/documents/tea", "http://localhost:{port}"),  # another name of the same server
-    ("http://127.0.0.1:{port}@127.0.0.2:{port}/documents/tea", "http://127.0.0.2:{port}"),  # userinfo trick
-    ("http://someone@127.0.0.1:{port}/documents/tea", "a URL with credentials in it"),
-])
+@pytest.mark.parametrize(
+    "location, shown",
+    [
+        ("https://127.0.0.1:{port}/documents/tea", "https://127.0.0.1:{port}"),  # another scheme, same host and port
+        ("//localhost:{port}/documents/tea", "http://localhost:{port}"),  # another name of the same server
+        ("http://127.0.0.1:{port}@127.0.0.2:{port}/documents/tea", "http://127.0.0.2:{port}"),  # userinfo trick
+        ("http://someone@127.0.0.1:{port}/documents/tea", "a URL with credentials in it"),
+    ],
+)
 def test_a_redirect_to_another_scheme_name_or_user_is_refused(location, shown):
     def respond(method, path):
         return (302, {"Location": location.format(port=port)}, b"{}") if path == "/documents/tea" else (200, {}, STORED)
@@ -285,20 +295,34 @@ def test_a_redirect_within_the_origin_is_followed_with_the_key_and_the_body():
         assert remote.get("tea").text == "Green tea."
         assert remote.search("green tea", k=2) == []
         assert [(m, p, a) for m, p, _, a, _ in seen] == [
-            ("GET", "/documents/tea", f"Bearer {KEY}"), ("GET", "/v2/documents/tea", f"Bearer {KEY}"),
-            ("POST", "/search", f"Bearer {KEY}"), ("POST", "/v2/search", f"Bearer {KEY}")]
+            ("GET", "/documents/tea", f"Bearer {KEY}"),
+            ("GET", "/v2/documents/tea", f"Bearer {KEY}"),
+            ("POST", "/search", f"Bearer {KEY}"),
+            ("POST", "/v2/search", f"Bearer {KEY}"),
+        ]
         assert seen[2][4] == seen[3][4] and json.loads(seen[3][4])["query"] == "green tea"  # 307 keeps the body
 
 
-@pytest.mark.parametrize("current, location, refused", [
-    ("https://search.example/stats", "http://search.example/stats", "redirected to http://search.example, another"),
-    ("http://search.example/stats", "https://search.example/stats", "redirected to https://search.example, another"),
-    ("http://search.example/stats", "HTTP://Search.Example:80/v2/stats", None),  # the same origin, written otherwise
-    ("https://search.example:8443/a", "/b?c=1", None),
-    ("https://search.example/a", "//search.example.evil/a", "redirected to https://search.example.evil, another"),
-    ("https://search.example/a", "https://search.example:99999/a", "which is not an http(s) URL"),
-    ("https://search.example/a", "javascript:alert(1)", "which is not an http(s) URL"),
-])
+@pytest.mark.parametrize(
+    "current, location, refused",
+    [
+        ("https://search.example/stats", "http://search.example/stats", "redirected to http://search.example, another"),
+        (
+            "http://search.example/stats",
+            "https://search.example/stats",
+            "redirected to https://search.example, another",
+        ),
+        (
+            "http://search.example/stats",
+            "HTTP://Search.Example:80/v2/stats",
+            None,
+        ),  # the same origin, written otherwise
+        ("https://search.example:8443/a", "/b?c=1", None),
+        ("https://search.example/a", "//search.example.evil/a", "redirected to https://search.example.evil, another"),
+        ("https://search.example/a", "https://search.example:99999/a", "which is not an http(s) URL"),
+        ("https://search.example/a", "javascript:alert(1)", "which is not an http(s) URL"),
+    ],
+)
 def test_redirect_rules_keep_scheme_host_and_port(current, location, refused):
     problem = redirect_refusal(current, location)
     assert problem is None if refused is None else refused in problem, problem

@@ -56,8 +56,13 @@ def test_a_bad_where_is_a_filter_error():
 
 def test_search_options_are_one_checked_frozen_value():
     options = check_search(**search_args())
-    assert (options.k, options.mode, options.fusion, options.alpha, options.feedback) == (10, "hybrid", "convex",
-                                                                                          0.6, True)
+    assert (options.k, options.mode, options.fusion, options.alpha, options.feedback) == (
+        10,
+        "hybrid",
+        "convex",
+        0.6,
+        True,
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.k = 3  # type: ignore[misc]
     assert options.with_mode("dense").mode == "dense" and options.depth == 100

@@ -12,9 +12,15 @@ from tests.conftest import TINY_CORPUS
 TINY = dict(layers=2, hidden=32, heads=2, intermediate=64, max_len=32)
 SENTENCES = [s.strip() + "." for s in TINY_CORPUS.replace(";", ".").replace("\n", " ").split(".") if s.strip()]
 QUERIES = {  # query id -> (text, relevant sentence index)
-    "q0": ("fox and dog", 0), "q1": ("tea picking", 1), "q2": ("roasted coffee", 2), "q3": ("rivers and sea", 3),
-    "q4": ("snow on mountain peaks", 4), "q5": ("neural representations", 5), "q6": ("ranking documents", 6),
-    "q7": ("programming language", 7), "q8": ("database tables", 8),
+    "q0": ("fox and dog", 0),
+    "q1": ("tea picking", 1),
+    "q2": ("roasted coffee", 2),
+    "q3": ("rivers and sea", 3),
+    "q4": ("snow on mountain peaks", 4),
+    "q5": ("neural representations", 5),
+    "q6": ("ranking documents", 6),
+    "q7": ("programming language", 7),
+    "q8": ("database tables", 8),
 }
 
 
@@ -24,6 +30,7 @@ class Stop(Exception):
 
 def stop_at(step: int):
     """A step callback that raises ``Stop`` once the record of ``step`` is logged."""
+
     def callback(record: dict) -> None:
         if record["step"] == step:
             raise Stop
@@ -73,13 +80,19 @@ def beir_dir(tmp_path_factory) -> Path:
     """A toy BEIR dataset over the tiny corpus' sentences: train and test splits."""
     root = tmp_path_factory.mktemp("beir") / "toy"
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(
-        json.dumps({"_id": f"d{i}", "title": f"topic {i}", "text": text}) + "\n" for i, text in enumerate(SENTENCES)))
-    (root / "queries.jsonl").write_text("".join(
-        json.dumps({"_id": qid, "text": text}) + "\n" for qid, (text, _) in QUERIES.items()))
+    (root / "corpus.jsonl").write_text(
+        "".join(
+            json.dumps({"_id": f"d{i}", "title": f"topic {i}", "text": text}) + "\n" for i, text in enumerate(SENTENCES)
+        )
+    )
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, (text, _) in QUERIES.items())
+    )
     rows = [(qid, f"d{doc}", 1) for qid, (_, doc) in QUERIES.items()]
     (root / "qrels" / "train.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[:6]) + "q0\td5\t0\n")
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[:6]) + "q0\td5\t0\n"
+    )
     (root / "qrels" / "test.tsv").write_text(
-        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[6:]))
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{s}\n" for q, d, s in rows[6:])
+    )
     return root

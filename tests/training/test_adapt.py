@@ -24,11 +24,20 @@ def collection(tmp_path_factory, tiny_model_dir):
 def test_adapt_writes_a_model_that_loads_and_a_report_of_the_check(collection, tmp_path):
     out = tmp_path / "adapted"
     before = collection.info()["generation"]
-    report = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, hard_negatives=True),
-                   progress=False)
-    assert report.queries == 120 and report.trained_on == 100 and report.held_out == 20 and 100 // 8 <= report.steps <= 100 // 8 + 1
-    assert 0 <= report.before_mrr <= 1 and 0 <= report.after_mrr <= 1 and report.better == (
-        report.after_mrr > report.before_mrr)
+    report = adapt(
+        collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, hard_negatives=True), progress=False
+    )
+    assert (
+        report.queries == 120
+        and report.trained_on == 100
+        and report.held_out == 20
+        and 100 // 8 <= report.steps <= 100 // 8 + 1
+    )
+    assert (
+        0 <= report.before_mrr <= 1
+        and 0 <= report.after_mrr <= 1
+        and report.better == (report.after_mrr > report.before_mrr)
+    )
     assert set(report.seconds) == {"draw", "mine", "train", "check"}
     assert json.loads((out / REPORT).read_text())["after_mrr"] == report.after_mrr
     adapted, base = Embedder(str(out)), collection.embedder
@@ -43,15 +52,20 @@ def test_a_rerun_resumes_from_the_drawn_queries_and_mined_pairs(collection, tmp_
     adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8), progress=False)
     queries = (out / "queries.jsonl").read_text()
     (out / "pairs.jsonl").write_text((out / "pairs.jsonl").read_text())  # untouched by a resumed run
-    again = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, seed=7),
-                  progress=False)
+    again = adapt(collection, AdaptConfig(str(out), documents=120, held_out=20, batch_size=8, seed=7), progress=False)
     assert (out / "queries.jsonl").read_text() == queries and "mine" not in again.seconds
 
 
-@pytest.mark.parametrize("settings, problem", [
-    ({"documents": 10}, "at least 50 documents"), ({"held_out": 5}, "held out"), ({"held_out": 2000}, "a fifth"),
-    ({"ranks": (5, 2)}, "negative ranks"), ({"minutes": 0}, "minutes must be positive"),
-])
+@pytest.mark.parametrize(
+    "settings, problem",
+    [
+        ({"documents": 10}, "at least 50 documents"),
+        ({"held_out": 5}, "held out"),
+        ({"held_out": 2000}, "a fifth"),
+        ({"ranks": (5, 2)}, "negative ranks"),
+        ({"minutes": 0}, "minutes must be positive"),
+    ],
+)
 def test_bad_settings_are_refused(collection, tmp_path, settings, problem):
     with pytest.raises(BadInputError, match=problem):
         adapt(collection, AdaptConfig(str(tmp_path / "m"), **settings), progress=False)
@@ -69,8 +83,24 @@ def test_the_command_adapts_a_corpus_folder_and_reports_json(tmp_path, tiny_mode
     corpus.mkdir()
     for doc in documents(100):
         (corpus / f"{doc['id']}.txt").write_text(doc["text"])
-    code = main(["adapt", "--corpus", str(corpus), "-o", str(tmp_path / "m"), "--model", str(tiny_model_dir),
-                 "--documents", "100", "--held-out", "20", "--batch-size", "8", "--json"])
+    code = main(
+        [
+            "adapt",
+            "--corpus",
+            str(corpus),
+            "-o",
+            str(tmp_path / "m"),
+            "--model",
+            str(tiny_model_dir),
+            "--documents",
+            "100",
+            "--held-out",
+            "20",
+            "--batch-size",
+            "8",
+            "--json",
+        ]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == (0 if report["better"] else 1) and report["held_out"] == 20
     assert (tmp_path / "m" / "corpus-collection" / "manifest.json").is_file()
@@ -90,11 +120,12 @@ def test_bf16_autocast_is_chosen_by_the_cpu_unless_told(monkeypatch):
     assert autocast_bf16("auto", "cpu")
 
 
-@pytest.mark.parametrize("verdict, flags, switched", [
-    ((0.2, 0.6), [], True), ((0.6, 0.2), [], False), ((0.2, 0.6), ["--dry-run"], False),
-])
+@pytest.mark.parametrize(
+    "verdict, flags, switched", [((0.2, 0.6), [], True), ((0.6, 0.2), [], False), ((0.2, 0.6), ["--dry-run"], False)]
+)
 def test_the_command_switches_the_collection_only_to_a_model_that_won_the_check(
-        tmp_path, tiny_model_dir, capsys, monkeypatch, verdict, flags, switched):
+    tmp_path, tiny_model_dir, capsys, monkeypatch, verdict, flags, switched
+):
     import training.adapt as adapting
 
     root = tmp_path / "col"
@@ -103,8 +134,9 @@ def test_the_command_switches_the_collection_only_to_a_model_that_won_the_check(
         col.delete(["d3"])
         generation, model = col.info()["generation"], col.model
     monkeypatch.setattr(adapting, "check", lambda *args, **kwargs: verdict)  # the verdict, not its measure
-    code = main(["adapt", "-c", str(root), "--documents", "100", "--held-out", "15", "--batch-size", "8",
-                 "--json", *flags])
+    code = main(
+        ["adapt", "-c", str(root), "--documents", "100", "--held-out", "15", "--batch-size", "8", "--json", *flags]
+    )
     report = json.loads(capsys.readouterr().out)
     assert code == (0 if verdict[1] > verdict[0] else 1)
     out = root / "models" / f"adapted-g{generation}"

@@ -10,13 +10,52 @@ from tests.training.conftest import TINY
 
 def test_train_tokenizer_then_pretrain_then_fill(corpus_dir, tmp_path, capsys):
     tok, model = tmp_path / "tok", tmp_path / "model"
-    assert main(["train", "tokenizer", str(corpus_dir), "-o", str(tok), "--vocab-size", "300",
-                 "--min-frequency", "1", "--cased"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "tokenizer",
+                str(corpus_dir),
+                "-o",
+                str(tok),
+                "--vocab-size",
+                "300",
+                "--min-frequency",
+                "1",
+                "--cased",
+            ]
+        )
+        == 0
+    )
     assert (tok / "tokenizer.json").is_file()
     sizes = [f"--{key.replace('_', '-')}={value}" for key, value in TINY.items()]
-    assert main(["train", "pretrain", "--text", str(corpus_dir), "--tokenizer", str(tok), "-o", str(model),
-                 *sizes, "--max-steps", "3", "--batch-size", "4", "--eval-every", "1", "--dropout", "0", "--json",
-                 "--positions", "rotary"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "pretrain",
+                "--text",
+                str(corpus_dir),
+                "--tokenizer",
+                str(tok),
+                "-o",
+                str(model),
+                *sizes,
+                "--max-steps",
+                "3",
+                "--batch-size",
+                "4",
+                "--eval-every",
+                "1",
+                "--dropout",
+                "0",
+                "--json",
+                "--positions",
+                "rotary",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["step"] == 3 and summary["perplexity"] > 1
     config = json.loads((model / "config.json").read_text())
@@ -43,6 +82,21 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert main(["train", "tokenizer", str(tmp_path / "missing.txt"), "-o", str(tmp_path / "o")]) == 2
     assert main(["fill", "a [MASK]", "--model", str(tmp_path / "nope")]) == 2
     assert main(["train"]) == 2
-    assert main(["train", "pretrain", "--text", str(tmp_path), "--tokenizer", str(tmp_path), "-o", str(tmp_path / "o"),
-                 "--dropout", "1"]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "pretrain",
+                "--text",
+                str(tmp_path),
+                "--tokenizer",
+                str(tmp_path),
+                "-o",
+                str(tmp_path / "o"),
+                "--dropout",
+                "1",
+            ]
+        )
+        == 2
+    )
     assert "dropout must be in [0, 1)" in capsys.readouterr().err

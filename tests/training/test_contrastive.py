@@ -60,8 +60,10 @@ def test_crop_pairs_are_differing_spans_of_one_document():
 
 def test_beir_train_pairs_and_hard_negatives(beir_dir):
     pairs = beir_pairs(beir_dir, "train")
-    assert pairs == [Pair(QUERIES[q][0], f"topic {QUERIES[q][1]}\n{SENTENCES[QUERIES[q][1]]}")
-                     for q in ("q0", "q1", "q2", "q3", "q4", "q5")]  # score 0 is not a positive
+    assert pairs == [
+        Pair(QUERIES[q][0], f"topic {QUERIES[q][1]}\n{SENTENCES[QUERIES[q][1]]}")
+        for q in ("q0", "q1", "q2", "q3", "q4", "q5")
+    ]  # score 0 is not a positive
     mined = beir_pairs(beir_dir, "train", hard_negatives=True)
     documents = {f"topic {i}\n{s}" for i, s in enumerate(SENTENCES)}
     for plain, pair in zip(pairs, mined):
@@ -78,8 +80,10 @@ def test_read_corpus_reads_beir_corpora(beir_dir):
 def test_batches_never_repeat_a_text():
     rng = np.random.default_rng(0)
     words = [f"t{i}" for i in range(12)]
-    pairs = [Pair(str(rng.choice(words)), str(rng.choice(words)), str(rng.choice(words)) if i % 2 else None)
-             for i in range(200)]
+    pairs = [
+        Pair(str(rng.choice(words)), str(rng.choice(words)), str(rng.choice(words)) if i % 2 else None)
+        for i in range(200)
+    ]
     batches = no_duplicate_batches(pairs, 8, seed=1)
     assert batches and all(2 <= len(b) <= 8 for b in batches)
     for batch in batches:
@@ -96,8 +100,15 @@ def test_batches_never_repeat_a_text():
 @pytest.fixture(scope="module")
 def trained(tiny_model_dir, pairs_file, tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("contrastive") / "model"
-    config = ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(out), pairs=str(pairs_file),
-                               max_steps=20, batch_size=8, lr=1e-3, seed=0)
+    config = ContrastiveConfig(
+        from_model=str(tiny_model_dir),
+        output_dir=str(out),
+        pairs=str(pairs_file),
+        max_steps=20,
+        batch_size=8,
+        lr=1e-3,
+        seed=0,
+    )
     return out, contrastive_train(config, progress=False)
 
 
@@ -108,8 +119,18 @@ def test_loss_falls_and_run_is_deterministic(trained, tiny_model_dir, pairs_file
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5
     assert summary["best_dev_ndcg"] is None and summary["train_loss"] == losses[-1]
     again = tmp_path / "again"
-    contrastive_train(ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(again), pairs=str(pairs_file),
-                                        max_steps=20, batch_size=8, lr=1e-3, seed=0), progress=False)
+    contrastive_train(
+        ContrastiveConfig(
+            from_model=str(tiny_model_dir),
+            output_dir=str(again),
+            pairs=str(pairs_file),
+            max_steps=20,
+            batch_size=8,
+            lr=1e-3,
+            seed=0,
+        ),
+        progress=False,
+    )
     assert [r["train_loss"] for r in _log(again)] == losses  # same seed, same run
 
 
@@ -119,9 +140,17 @@ def test_resume_matches_an_uninterrupted_run(tiny_model_dir, corpus_dir, tmp_pat
     from training.checkpoints import latest_checkpoint
 
     def config(out: Path, **overrides) -> ContrastiveConfig:  # crops: pairs redrawn each epoch
-        return ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(out), corpus=[str(corpus_dir)],
-                                 unsupervised="crop", max_steps=9, batch_size=4, lr=1e-3, save_every=3,
-                                 **overrides)
+        return ContrastiveConfig(
+            from_model=str(tiny_model_dir),
+            output_dir=str(out),
+            corpus=[str(corpus_dir)],
+            unsupervised="crop",
+            max_steps=9,
+            batch_size=4,
+            lr=1e-3,
+            save_every=3,
+            **overrides,
+        )
 
     full, split = tmp_path / "full", tmp_path / "split"
     contrastive_train(config(full), progress=False)
@@ -130,8 +159,9 @@ def test_resume_matches_an_uninterrupted_run(tiny_model_dir, corpus_dir, tmp_pat
     assert latest_checkpoint(split).name == "step-6"
     assert sorted(p.name for p in (split / "checkpoints").iterdir()) == ["step-3", "step-6"]
     steps: list[int] = []
-    summary = contrastive_train(config(split, resume=True), progress=False,
-                                callback=lambda record: steps.append(record["step"]))
+    summary = contrastive_train(
+        config(split, resume=True), progress=False, callback=lambda record: steps.append(record["step"])
+    )
     assert steps == [7, 8, 9] and summary["steps"] == 9
     assert [r["step"] for r in _log(split)] == list(range(1, 10))
     assert [r["train_loss"] for r in _log(split)] == [r["train_loss"] for r in _log(full)]
@@ -169,9 +199,17 @@ def test_plain_bert_loads_with_mean_pooling_and_other_pooling_is_refused(tiny_mo
 
 def test_dev_records_ndcg_and_keeps_the_best(tiny_model_dir, beir_dir, tmp_path):
     out = tmp_path / "dev"
-    config = ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(out), beir=str(beir_dir),
-                               hard_negatives=True, max_steps=6, batch_size=4, lr=1e-3, dev=str(beir_dir),
-                               eval_every=2)
+    config = ContrastiveConfig(
+        from_model=str(tiny_model_dir),
+        output_dir=str(out),
+        beir=str(beir_dir),
+        hard_negatives=True,
+        max_steps=6,
+        batch_size=4,
+        lr=1e-3,
+        dev=str(beir_dir),
+        eval_every=2,
+    )
     summary = contrastive_train(config, progress=False)
     log = _log(out)
     scores = {r["step"]: r["dev_ndcg@10"] for r in log if "dev_ndcg@10" in r}
@@ -199,11 +237,22 @@ def test_dev_fraction_holds_its_queries_out_of_training(tiny_model_dir, beir_dir
     assert set(dev.dataset.queries) == set(dev.dataset.qrels) == drawn
     kept = beir_pairs(beir_dir, "train", leave_out=lambda q: is_dev_query(q, 0.5))
     assert {p.anchor for p in kept} == {QUERIES[q][0] for q in ("q0", "q1", "q2", "q3", "q4", "q5")} - {
-        QUERIES[q][0] for q in drawn}
+        QUERIES[q][0] for q in drawn
+    }
 
     out = tmp_path / "held-out"
-    common = dict(from_model=str(tiny_model_dir), output_dir=str(out), beir=str(beir_dir), split="train",
-                  max_steps=2, batch_size=2, lr=1e-3, dev=str(beir_dir), dev_split="train", eval_every=1)
+    common = dict(
+        from_model=str(tiny_model_dir),
+        output_dir=str(out),
+        beir=str(beir_dir),
+        split="train",
+        max_steps=2,
+        batch_size=2,
+        lr=1e-3,
+        dev=str(beir_dir),
+        dev_split="train",
+        eval_every=1,
+    )
     with pytest.raises(BadInputError, match="give --dev-fraction"):
         contrastive_train(ContrastiveConfig(**common), progress=False)
     summary = contrastive_train(ContrastiveConfig(**common, dev_fraction=0.5), progress=False)
@@ -226,12 +275,52 @@ def test_a_capped_dev_corpus_keeps_every_judged_document_then_a_fixed_draw(beir_
 # -- CLI ------------------------------------------------------------------------
 def test_cli_trains_and_rejects_bad_combinations(tiny_model_dir, corpus_dir, tmp_path, capsys):
     out = tmp_path / "cli"
-    assert main(["train", "contrastive", "--from", str(tiny_model_dir), "-o", str(out), "--corpus", str(corpus_dir),
-                 "--unsupervised", "crop", "--max-steps", "2", "--batch-size", "4", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "contrastive",
+                "--from",
+                str(tiny_model_dir),
+                "-o",
+                str(out),
+                "--corpus",
+                str(corpus_dir),
+                "--unsupervised",
+                "crop",
+                "--max-steps",
+                "2",
+                "--batch-size",
+                "4",
+                "--json",
+            ]
+        )
+        == 0
+    )
     summary = json.loads(capsys.readouterr().out)
     assert summary["steps"] == 2 and (out / "modules.json").is_file() and len(_log(out)) == 2
-    assert main(["train", "contrastive", "--from", str(tiny_model_dir), "-o", str(out), "--corpus", str(corpus_dir),
-                 "--unsupervised", "simcse", "--max-steps", "1", "--batch-size", "4", "-q"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "contrastive",
+                "--from",
+                str(tiny_model_dir),
+                "-o",
+                str(out),
+                "--corpus",
+                str(corpus_dir),
+                "--unsupervised",
+                "simcse",
+                "--max-steps",
+                "1",
+                "--batch-size",
+                "4",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert "1 steps" in capsys.readouterr().err
 
     bad = [

@@ -33,7 +33,7 @@ def test_packing_fills_windows_and_holds_out_the_tail(corpus_dir, tokenizer):
     assert (data.input_ids[data.attention_mask == 0] == tokenizer.pad_token_id).all()
     train, held = data.split(0.1)
     assert len(held) == -(-len(data) // 10) and len(train) + len(held) == len(data)
-    assert torch.equal(held.input_ids, data.input_ids[len(train):])
+    assert torch.equal(held.input_ids, data.input_ids[len(train) :])
 
 
 def test_nsp_pairs(corpus_dir, tokenizer):

@@ -78,8 +78,7 @@ class _ToyStage(Stage):
 def _train_toy(out: Path, *, resume: bool = False, callback=None, total: int = 7, **overrides):
     run = open_run(str(out), resume=resume, progress=False, callback=callback)
     stage = _ToyStage(run.checkpoint)
-    settings = dict(total=total, lr=0.05, weight_decay=0.01, warmup_ratio=0.2, save_every=3, eval_every=2,
-                    grad_accum=2)
+    settings = dict(total=total, lr=0.05, weight_decay=0.01, warmup_ratio=0.2, save_every=3, eval_every=2, grad_accum=2)
     settings.update(overrides)
     return stage, train_loop(run, stage, Schedule(**settings))
 
@@ -161,9 +160,18 @@ def test_rotary_pretraining_keeps_its_fixed_position_table_out_of_the_optimizer(
     from training.pretrain import PretrainConfig, pretrain
 
     def config(**overrides) -> PretrainConfig:
-        return PretrainConfig(text=[str(corpus_dir)], output_dir=str(tmp_path), tokenizer=str(tokenizer_dir),
-                              positions="rotary", batch_size=4, lr=1e-2, eval_fraction=0, save_every=1, **TINY,
-                              **overrides)
+        return PretrainConfig(
+            text=[str(corpus_dir)],
+            output_dir=str(tmp_path),
+            tokenizer=str(tokenizer_dir),
+            positions="rotary",
+            batch_size=4,
+            lr=1e-2,
+            eval_fraction=0,
+            save_every=1,
+            **TINY,
+            **overrides,
+        )
 
     from transformers import RoFormerForMaskedLM
 
@@ -176,8 +184,9 @@ def test_rotary_pretraining_keeps_its_fixed_position_table_out_of_the_optimizer(
     last = load_file(tmp_path / "model.safetensors")
     table = "roformer.encoder.embed_positions.weight"
     assert torch.equal(first[table], last[table])
-    assert not torch.equal(first["roformer.embeddings.word_embeddings.weight"],
-                           last["roformer.embeddings.word_embeddings.weight"])
+    assert not torch.equal(
+        first["roformer.embeddings.word_embeddings.weight"], last["roformer.embeddings.word_embeddings.weight"]
+    )
 
 
 def test_contrastive_training_leaves_frozen_parameters_out(tiny_model_dir, corpus_dir, tmp_path, monkeypatch):
@@ -193,19 +202,28 @@ def test_contrastive_training_leaves_frozen_parameters_out(tiny_model_dir, corpu
         return model
 
     monkeypatch.setattr(contrastive, "load_mean_pooling_model", load_frozen)
-    config = contrastive.ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(tmp_path),
-                                           corpus=[str(corpus_dir)], unsupervised="crop", max_steps=2,
-                                           batch_size=4, lr=1e-2, save_every=1)
+    config = contrastive.ContrastiveConfig(
+        from_model=str(tiny_model_dir),
+        output_dir=str(tmp_path),
+        corpus=[str(corpus_dir)],
+        unsupervised="crop",
+        max_steps=2,
+        batch_size=4,
+        lr=1e-2,
+        save_every=1,
+    )
     contrastive.contrastive_train(config, progress=False)
-    contrastive.contrastive_train(contrastive.ContrastiveConfig(**{**vars(config), "max_steps": 3, "resume": True}),
-                                  progress=False)
+    contrastive.contrastive_train(
+        contrastive.ContrastiveConfig(**{**vars(config), "max_steps": 3, "resume": True}), progress=False
+    )
     trainable = _trainable(load_frozen(tiny_model_dir))
     assert all(_optimized(tmp_path / "checkpoints" / f"step-{step}") == trainable for step in (2, 3))
     before = load_file(next(tiny_model_dir.rglob("model.safetensors")))
     after = load_file(tmp_path / "model.safetensors")
     name = "embeddings.word_embeddings.weight"
     assert torch.equal(before[name], after[name]) and not torch.equal(
-        before["embeddings.LayerNorm.weight"], after["embeddings.LayerNorm.weight"])
+        before["embeddings.LayerNorm.weight"], after["embeddings.LayerNorm.weight"]
+    )
 
 
 def test_contrastive_with_dev_evaluation_resumes_exactly(tiny_model_dir, corpus_dir, beir_dir, tmp_path):
@@ -213,9 +231,19 @@ def test_contrastive_with_dev_evaluation_resumes_exactly(tiny_model_dir, corpus_
     from training.contrastive import ContrastiveConfig, contrastive_train
 
     def config(out: Path, **overrides) -> ContrastiveConfig:
-        return ContrastiveConfig(from_model=str(tiny_model_dir), output_dir=str(out), corpus=[str(corpus_dir)],
-                                 unsupervised="crop", max_steps=5, batch_size=4, lr=1e-3, save_every=2,
-                                 dev=str(beir_dir), eval_every=2, **overrides)
+        return ContrastiveConfig(
+            from_model=str(tiny_model_dir),
+            output_dir=str(out),
+            corpus=[str(corpus_dir)],
+            unsupervised="crop",
+            max_steps=5,
+            batch_size=4,
+            lr=1e-3,
+            save_every=2,
+            dev=str(beir_dir),
+            eval_every=2,
+            **overrides,
+        )
 
     full, split = tmp_path / "full", tmp_path / "split"
     threads = torch.get_num_threads()
@@ -224,11 +252,14 @@ def test_contrastive_with_dev_evaluation_resumes_exactly(tiny_model_dir, corpus_
     with pytest.raises(Stop):
         contrastive_train(config(split), progress=False, callback=stop_at(3))
     steps: list[int] = []
-    summary = contrastive_train(config(split, resume=True), progress=False,
-                                callback=lambda record: steps.append(record["step"]))
+    summary = contrastive_train(
+        config(split, resume=True), progress=False, callback=lambda record: steps.append(record["step"])
+    )
     assert steps == [3, 4, 5]
     drop = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in _log(split)] == [
-        {k: v for k, v in r.items() if k not in drop} for r in _log(full)]
+        {k: v for k, v in r.items() if k not in drop} for r in _log(full)
+    ]
     assert {k: v for k, v in summary.items() if k not in ("seconds", "output_dir")} == {
-        k: v for k, v in expected.items() if k not in ("seconds", "output_dir")}
+        k: v for k, v in expected.items() if k not in ("seconds", "output_dir")
+    }

@@ -17,9 +17,17 @@ from training.pretrain import PretrainConfig, pretrain
 
 
 def _config(corpus_dir, tokenizer_dir, out: Path, **overrides) -> PretrainConfig:
-    settings = dict(text=[str(corpus_dir)], output_dir=str(out), batch_size=8,
-                    tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
-                    lr=2e-3, eval_fraction=0.1, eval_every=1000, save_every=1000, **TINY)
+    settings = dict(
+        text=[str(corpus_dir)],
+        output_dir=str(out),
+        batch_size=8,
+        tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
+        lr=2e-3,
+        eval_fraction=0.1,
+        eval_every=1000,
+        save_every=1000,
+        **TINY,
+    )
     settings.update(overrides)
     return PretrainConfig(**settings)
 
@@ -69,14 +77,16 @@ def test_loss_at_selected_positions_equals_the_full_model_loss(tokenizer_dir, ar
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     torch.manual_seed(0)
-    size = dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                intermediate_size=64)
+    size = dict(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
     if architecture == "bert":
         model = BertForMaskedLM(BertConfig(**size)).eval()
     else:
         model = RoFormerForMaskedLM(RoFormerConfig(embedding_size=32, **size)).eval()
-    encoded = tokenizer(["rivers flow into the sea", "green tea is steamed and rolled"], padding=True,
-                        return_tensors="pt")
+    encoded = tokenizer(
+        ["rivers flow into the sea", "green tea is steamed and rolled"], padding=True, return_tensors="pt"
+    )
     batch = MaskingCollator(tokenizer, mlm_probability=0.5, seed=1)(dict(encoded))
     loss, logits, targets = masked_lm_loss(model, batch)
     selected = batch["labels"] != -100
@@ -106,12 +116,16 @@ def test_resume_matches_an_uninterrupted_run(corpus_dir, tokenizer_dir, tmp_path
     full, split = tmp_path / "full", tmp_path / "split"
     pretrain(_config(corpus_dir, tokenizer_dir, full, max_steps=6, save_every=3), progress=False)
     with pytest.raises(Stop):  # killed during step 5, after the checkpoint of step 3
-        pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3), progress=False,
-                 callback=stop_at(5))
+        pretrain(
+            _config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3), progress=False, callback=stop_at(5)
+        )
     assert latest_checkpoint(split).name == "step-3"
     steps: list[int] = []
-    summary = pretrain(_config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3, resume=True),
-                       progress=False, callback=lambda record: steps.append(record["step"]))
+    summary = pretrain(
+        _config(corpus_dir, tokenizer_dir, split, max_steps=6, save_every=3, resume=True),
+        progress=False,
+        callback=lambda record: steps.append(record["step"]),
+    )
     assert steps == [4, 5, 6] and summary["step"] == 6
     assert [record["step"] for record in _log(split)] == [1, 2, 3, 4, 5, 6]
     assert [r["train_loss"] for r in _log(split)] == [r["train_loss"] for r in _log(full)]
@@ -126,8 +140,9 @@ def test_resume_matches_an_uninterrupted_run(corpus_dir, tokenizer_dir, tmp_path
 
 def test_nsp_and_continued_pretraining(corpus_dir, tokenizer_dir, trained, tmp_path):
     out = tmp_path / "nsp"
-    summary = pretrain(_config(corpus_dir, None, out, from_model=str(trained[0]), max_steps=2, nsp=True),
-                       progress=False)
+    summary = pretrain(
+        _config(corpus_dir, None, out, from_model=str(trained[0]), max_steps=2, nsp=True), progress=False
+    )
     assert summary["step"] == 2
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["BertForMaskedLM"] and config["hidden_size"] == TINY["hidden"]
@@ -163,8 +178,9 @@ def test_rotary_positions_train_resume_and_load(corpus_dir, tokenizer_dir, tmp_p
     assert Embedder(out).embed(["rivers flow into the sea"]).shape == (1, TINY["hidden"])
     assert len(fill_mask("rivers flow into the [MASK].", out, k=2)[0]) == 2
 
-    continued = pretrain(_config(corpus_dir, None, tmp_path / "continued", from_model=str(out), max_steps=2),
-                         progress=False)
+    continued = pretrain(
+        _config(corpus_dir, None, tmp_path / "continued", from_model=str(out), max_steps=2), progress=False
+    )
     assert continued["step"] == 2
     config = json.loads((tmp_path / "continued" / "config.json").read_text())
     assert config["architectures"] == ["RoFormerForMaskedLM"]

@@ -7,18 +7,31 @@ import pytest
 from retriever import Collection
 from training.pseudo_queries import draw_queries, mine_pairs
 
-TOPICS = ["river delta sediment", "protein folding enzyme", "glacier ice melt", "orbit satellite launch",
-          "vaccine trial immune", "canal lock barge", "monsoon rain season", "fossil dinosaur bone"]
+TOPICS = [
+    "river delta sediment",
+    "protein folding enzyme",
+    "glacier ice melt",
+    "orbit satellite launch",
+    "vaccine trial immune",
+    "canal lock barge",
+    "monsoon rain season",
+    "fossil dinosaur bone",
+]
 
 
 def documents(n: int = 80) -> list[dict]:
     docs = []
     for i in range(n):
         topic = TOPICS[i % len(TOPICS)]
-        docs.append({"id": f"d{i}", "title": f"Notes on {topic} number {i}",
-                     "text": f"The {topic} study {i} began in spring with twelve field samples. "
-                             f"Each {topic.split()[0]} sample was measured twice by team {i % 5}. "
-                             f"Results for {topic.split()[-1]} varied with site {i} and depth."})
+        docs.append(
+            {
+                "id": f"d{i}",
+                "title": f"Notes on {topic} number {i}",
+                "text": f"The {topic} study {i} began in spring with twelve field samples. "
+                f"Each {topic.split()[0]} sample was measured twice by team {i % 5}. "
+                f"Results for {topic.split()[-1]} varied with site {i} and depth.",
+            }
+        )
     return docs
 
 
@@ -63,9 +76,11 @@ def test_negatives_come_from_the_search_never_the_source(collection):
 
 
 def test_with_title_share_one_every_long_title_is_the_query_and_its_search_finds_it(collection):
-    queries = draw_queries(((d.id, d.title, d.text) for d in map(collection.get, collection.ids())),
-                           seed=2, title_share=1.0)
+    queries = draw_queries(
+        ((d.id, d.title, d.text) for d in map(collection.get, collection.ids())), seed=2, title_share=1.0
+    )
     assert queries and all(q.kind == "title" and q.query == collection.get(q.doc_id).title for q in queries)
-    found = sum(q.doc_id in [h.id for h in collection.search(q.query, k=10, mode="bm25", evidence="none")]
-                for q in queries)
+    found = sum(
+        q.doc_id in [h.id for h in collection.search(q.query, k=10, mode="bm25", evidence="none")] for q in queries
+    )
     assert found > 0.5 * len(queries)

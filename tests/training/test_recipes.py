@@ -29,9 +29,21 @@ def score(dataset: Path, model: str, mode: str) -> dict:
     return {"ndcg@10": evaluate(dataset, split="test", mode=mode, model=model, progress=False)["ndcg@10"]}
 
 
-TOY_SMALL = SmallRecipe(vocab_size=300, layers=2, hidden=32, heads=2, intermediate=64, max_len=32,
-                        pretrain_batch=8, pretrain_lr=2e-3, pretrain_steps=6, crop_steps=2, crop_batch=4,
-                        pairs_epochs=1, pairs_batch=4)
+TOY_SMALL = SmallRecipe(
+    vocab_size=300,
+    layers=2,
+    hidden=32,
+    heads=2,
+    intermediate=64,
+    max_len=32,
+    pretrain_batch=8,
+    pretrain_lr=2e-3,
+    pretrain_steps=6,
+    crop_steps=2,
+    crop_batch=4,
+    pairs_epochs=1,
+    pairs_batch=4,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +83,8 @@ def test_train_small_writes_the_summary_and_resumes_by_stage(datasets, tmp_path)
         assert 0 <= summary[key] <= 1, key
     assert summary["pretrain_steps"] == TOY_SMALL.pretrain_steps
     assert summary["wall_seconds"]["total"] == pytest.approx(
-        sum(v for k, v in summary["wall_seconds"].items() if k != "total"), abs=0.2)
+        sum(v for k, v in summary["wall_seconds"].items() if k != "total"), abs=0.2
+    )
     assert (run_dir / "contrastive" / "modules.json").is_file()  # a sentence-transformers directory
 
     summary_steps = json.loads((run_dir / "stages" / "contrastive-pairs.json").read_text())["steps"]
@@ -91,7 +104,11 @@ def test_train_small_writes_the_summary_and_resumes_by_stage(datasets, tmp_path)
     longer = train_small(datasets, run_dir, score, replace(TOY_SMALL, pairs_epochs=2), log=lines.append)
     assert "settings changed (pairs_epochs): contrastive-pairs and the stages after it run again" in lines
     assert [line.split(":")[0] for line in lines if line.endswith("running")] == [
-        "contrastive-pairs", "eval-mlm-only", "eval-contrastive", "eval-bm25"]
+        "contrastive-pairs",
+        "eval-mlm-only",
+        "eval-contrastive",
+        "eval-bm25",
+    ]
     assert (run_dir / "crop" / "model.safetensors").read_bytes() == crop_model  # earlier stages kept
     pairs = json.loads((run_dir / "stages" / "contrastive-pairs.json").read_text())
     assert pairs["steps"] == 2 * summary_steps and longer["settings"]["pairs_epochs"] == 2

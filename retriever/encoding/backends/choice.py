@@ -4,7 +4,7 @@ A candidate qualifies when its vectors stay within cosine ``MIN_COSINE`` of
 torch fp32 on every sample passage and every sample query (a NaN fails); among those, the one that encodes the
 sample passages fastest encodes passages, and the one that encodes single
 queries fastest without torch encodes queries (importing torch alone costs
-seconds, more than any query). The decision is
+more than any query). The decision is
 stored under the cache root, keyed by the CPU (model name, instruction-set
 flags, cores), the runtimes' versions and the model's weight hash, so later
 processes reuse it without loading torch.
@@ -37,7 +37,10 @@ SAMPLE_TEXT = (
 )
 #: Queries from a keyword to a sentence (about 4 to 25 tokens), as searches come.
 SAMPLE_QUERIES = (
-    "how is green tea processed", "river delta formation", "what does a kinase do", "database index",
+    "how is green tea processed",
+    "river delta formation",
+    "what does a kinase do",
+    "database index",
     "which health effects does drinking green tea every day have on older adults",
     "a phosphorylation cascade activated by growth factors drives the proliferation of tumour cells in mice",
 )

@@ -67,7 +67,9 @@ class OpenVinoBackend:
         self._graph = Path(graph)
         self._lease = lease
         self._core = openvino.Core()
-        self._config = thread_settings.openvino_config(threads) | {"INFERENCE_PRECISION_HINT": _PRECISION_HINTS[precision]}
+        self._config = thread_settings.openvino_config(threads) | {
+            "INFERENCE_PRECISION_HINT": _PRECISION_HINTS[precision]
+        }
         # Compiled graphs are cached beside the graph, so a later process loads one in a fraction of the
         # compile time. One folder per precision: OpenVINO 2026.4 keys its cache without the precision hint,
         # and a bf16 compile that found the fp32 blob of the same graph gave NaN vectors.
@@ -84,11 +86,6 @@ class OpenVinoBackend:
         self._mapped_blobs: list[tuple] = []  # (memory map, tensor) of imported blobs: their copies read from them
         if not fixed_shapes:
             self._dynamic_graph()
-
-    @property
-    def fixed_shapes_compiled(self) -> list[tuple[int, int]]:
-        """``(rows, tokens)`` of the fixed-shape graphs now compiled, ascending."""
-        return sorted(self._fixed)
 
     def compile_fixed_shapes(self) -> None:
         """Compile every fixed-shape graph now (a server, before its first requests), not on first use."""
@@ -120,8 +117,10 @@ class OpenVinoBackend:
                 vectors = self._infer(compiled, request, input_ids, attention_mask)
             return normalize_rows(vectors)
         group = FIXED_ROWS[-1]
-        parts = [self._run_fixed(input_ids[start : start + group], attention_mask[start : start + group])
-                 for start in range(0, rows, group)]
+        parts = [
+            self._run_fixed(input_ids[start : start + group], attention_mask[start : start + group])
+            for start in range(0, rows, group)
+        ]
         return normalize_rows(np.concatenate(parts) if len(parts) > 1 else parts[0])
 
     def _run_fixed(self, input_ids: np.ndarray, attention_mask: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ feedback uses. A ranking is ``(document key, score)`` pairs, best first.
 """
 
 from retriever.search.fusion.base import Fusion, Ranking
-from retriever.search.fusion.convex import DEFAULT_ALPHA, ConvexFusion, convex_combination
+from retriever.search.fusion.convex import DEFAULT_ALPHA, ConvexFusion
 from retriever.search.fusion.hybrid import (
     DEFAULT_FUSION,
     FEEDBACK_ALPHA,
@@ -21,7 +21,19 @@ from retriever.search.fusion.hybrid import (
 from retriever.search.fusion.rrf import DEFAULT_RRF_K, ReciprocalRankFusion, reciprocal_rank_fusion
 
 __all__ = [
-    "Fusion", "Ranking", "ConvexFusion", "ReciprocalRankFusion", "FUSIONS", "DEFAULT_FUSION", "DEFAULT_ALPHA",
-    "DEFAULT_RRF_K", "HYBRID_DEPTH", "FEEDBACK_ALPHA", "fusion_named", "feedback_fusion", "fusion_depth", "fuse",
-    "convex_combination", "reciprocal_rank_fusion",
+    "Fusion",
+    "Ranking",
+    "ConvexFusion",
+    "ReciprocalRankFusion",
+    "FUSIONS",
+    "DEFAULT_FUSION",
+    "DEFAULT_ALPHA",
+    "DEFAULT_RRF_K",
+    "HYBRID_DEPTH",
+    "FEEDBACK_ALPHA",
+    "fusion_named",
+    "feedback_fusion",
+    "fusion_depth",
+    "fuse",
+    "reciprocal_rank_fusion",
 ]

@@ -46,11 +46,6 @@ class ConvexFusion(Fusion):
         return sorted(fused.items(), key=lambda item: -item[1])
 
 
-def convex_combination(dense: Ranking, sparse: Ranking, alpha: float = DEFAULT_ALPHA) -> list[tuple[Hashable, float]]:
-    """``ConvexFusion(alpha).fuse(dense, sparse)``."""
-    return ConvexFusion(alpha).fuse(dense, sparse)
-
-
 def min_max_normalised(ranking: Ranking) -> list[tuple[Hashable, float]]:
     """``ranking``'s scores mapped to [0, 1] (lowest 0, highest 1; every score 1.0 when all are equal)."""
     if not ranking:

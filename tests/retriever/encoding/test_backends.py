@@ -135,7 +135,18 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
     dynamic = OpenVinoBackend(graph, precision, threads=1, fixed_shapes=False)
     rng = np.random.default_rng(0)
     longest = FIXED_TOKENS[-1]
-    shapes = [(1, 1), (1, 8), (1, 9), (1, 33), (1, longest), (3, 20), (8, 5), (19, 12), (1, longest + 1), (5, longest + 2)]  # the tiny model reads 66
+    shapes = [
+        (1, 1),
+        (1, 8),
+        (1, 9),
+        (1, 33),
+        (1, longest),
+        (3, 20),
+        (8, 5),
+        (19, 12),
+        (1, longest + 1),
+        (5, longest + 2),
+    ]  # the tiny model reads 66
     for rows, tokens in shapes:
         ids = rng.integers(5, 300, size=(rows, tokens)).astype(np.int64)  # within the tiny vocabulary
         mask = np.ones_like(ids)
@@ -144,13 +155,13 @@ def test_openvino_fixed_shape_graphs_give_the_dynamic_graphs_vectors(tiny_model_
         assert got.shape == expected.shape == (rows, got.shape[1])
         assert choice.min_cosine(got, expected) >= (0.99999 if precision == "fp32" else 0.9999), (rows, tokens)
     # 19 rows run as 8 + 8 + 3 (padded to 4); the last two shapes are too long for a fixed graph
-    assert fixed.fixed_shapes_compiled == [(1, 16), (1, 64), (4, 16), (4, 32), (8, 16)]
-    assert dynamic.fixed_shapes_compiled == []
+    assert sorted(fixed._fixed) == [(1, 16), (1, 64), (4, 16), (4, 32), (8, 16)]
+    assert sorted(dynamic._fixed) == []
     # padded_calls (what batching weighs) names exactly the calls that ran
     assert fixed.padded_calls(19, 12) == [(8, 16), (8, 16), (4, 16)]
     assert fixed.padded_calls(5, longest + 2) == [(5, longest + 2)]  # too long for a fixed graph: as it is
     predicted = {call for rows, tokens in shapes for call in fixed.padded_calls(rows, tokens)}
-    assert sorted(predicted - {(1, longest + 1), (5, longest + 2)}) == fixed.fixed_shapes_compiled
+    assert sorted(predicted - {(1, longest + 1), (5, longest + 2)}) == sorted(fixed._fixed)
     assert dynamic.padded_calls(19, 12) == [(19, 12)]
 
 
@@ -214,8 +225,11 @@ def test_blobs_of_earlier_cache_layouts_are_removed_and_current_ones_kept(tiny_m
     graph = _fresh_openvino_graph(tiny_model_dir, tmp_path)
     cache = graph.parent / "openvino-cache"
     stale = [cache / "1234.blob", cache / "fp32" / "5678.blob"]  # OpenVINO's own cache files, older layouts
-    kept = [cache / "fp32" / "fixed-1x16-0123456789abcdef.blob", cache / "fp32" / DYNAMIC_CACHE / "42.blob",
-            cache / "bf16" / "999.blob"]  # fixed shapes (of any build), the dynamic graph's, another precision's
+    kept = [
+        cache / "fp32" / "fixed-1x16-0123456789abcdef.blob",
+        cache / "fp32" / DYNAMIC_CACHE / "42.blob",
+        cache / "bf16" / "999.blob",
+    ]  # fixed shapes (of any build), the dynamic graph's, another precision's
     for path in stale + kept:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"compiled")

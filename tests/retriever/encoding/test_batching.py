@@ -66,7 +66,9 @@ class _CostOfWork:
 
     name = "cost-of-work"
 
-    def __init__(self, clock: _Clock, overhead_s: float, per_token_s: float, slow_calls: int = 0, slowdown_s: float = 0.0):
+    def __init__(
+        self, clock: _Clock, overhead_s: float, per_token_s: float, slow_calls: int = 0, slowdown_s: float = 0.0
+    ):
         self.clock, self.overhead_s, self.per_token_s = clock, overhead_s, per_token_s
         self.slow_calls, self.slowdown_s = slow_calls, slowdown_s
         self.calls = 0
@@ -246,7 +248,7 @@ def test_calls_of_different_lengths_merged_into_one_pass_get_their_own_rows(tiny
     calls = [["green tea"], ["rivers flow into the sea and mountains rise above the clouds"], ["a", "b c d"]]
     inputs = []
     for texts in calls:
-        (_, input_ids, mask), = padded_batches(embedder._tokens.encode(texts), len(texts))
+        ((_, input_ids, mask),) = padded_batches(embedder._tokens.encode(texts), len(texts))
         inputs.append((input_ids, mask))
     for overhead, calls in ((None, 1), (1000.0, 1), (1.0, 3)):  # unknown or dear calls: one pass; cheap: by length
         batched = BatchedBackend(inner, overhead_tokens=overhead)

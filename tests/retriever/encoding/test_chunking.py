@@ -168,10 +168,7 @@ def test_text_without_tokens_raises(tiny_embedder, text):
         chunker.split(Document("empty-doc", text))
 
 
-@pytest.mark.parametrize(
-    "window, overlap",
-    [(7, 0), (0, 0), (-5, 0), (24, 12), (24, 20), (24, -1), (8, 4)],
-)
+@pytest.mark.parametrize("window, overlap", [(7, 0), (0, 0), (-5, 0), (24, 12), (24, 20), (24, -1), (8, 4)])
 def test_invalid_window_or_overlap_raises(tiny_embedder, window, overlap):
     with pytest.raises(BadInputError, match="chunk"):
         Chunker(tiny_embedder.tokenizer, window, overlap)

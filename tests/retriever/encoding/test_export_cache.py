@@ -119,8 +119,14 @@ sys.stdin.readline()
 
 
 def _python(code: str, *args) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
 
 
 def test_an_export_a_running_process_uses_survives_other_processes_exports(

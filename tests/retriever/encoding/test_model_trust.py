@@ -33,7 +33,10 @@ def test_models_load_without_remote_code(tiny_model_dir, monkeypatch):
         raise Refused
 
     monkeypatch.setattr(sentence_transformers, "SentenceTransformer", recording)
-    for load in (lambda: load_sentence_transformer(tiny_model_dir, None), lambda: load_mean_pooling_model(tiny_model_dir)):
+    for load in (
+        lambda: load_sentence_transformer(tiny_model_dir, None),
+        lambda: load_mean_pooling_model(tiny_model_dir),
+    ):
         with pytest.raises(Refused):
             load()
     assert [kwargs.get("trust_remote_code") for kwargs in seen] == [False, False]
@@ -44,8 +47,11 @@ def test_the_required_sentence_transformers_excludes_the_versions_that_import_lo
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     bound = next(Requirement(r) for r in project["dependencies"] if r.startswith("sentence-transformers"))
     assert not any(bound.specifier.contains(v) for v in ("5.1.0", "5.5.0", "5.6.1", "5.7.0"))
-    locked = next(line for line in (REPO / "requirements.lock").read_text().splitlines()
-                  if line.startswith("sentence-transformers=="))
+    locked = next(
+        line
+        for line in (REPO / "requirements.lock").read_text().splitlines()
+        if line.startswith("sentence-transformers==")
+    )
     assert bound.specifier.contains(locked.split("==")[1])
 
 
@@ -60,7 +66,8 @@ def _crafted(tmp_path: Path, tiny_embedder, model_name: str) -> Path:
 
 
 def test_a_manifest_cannot_name_a_model_directory_relative_to_the_working_directory(
-        tiny_model_dir, tiny_embedder, tmp_path, monkeypatch):
+    tiny_model_dir, tiny_embedder, tmp_path, monkeypatch
+):
     shutil.copytree(tiny_model_dir, tmp_path / "planted")
     path = _crafted(tmp_path, tiny_embedder, "planted")
     monkeypatch.chdir(tmp_path)
@@ -72,8 +79,9 @@ def test_a_manifest_cannot_name_a_model_directory_relative_to_the_working_direct
         assert col.embedder.dim == tiny_embedder.dim
 
 
-def test_model_dirs_limits_the_absolute_directories_a_manifest_may_name(tiny_model_dir, tiny_embedder, tmp_path,
-                                                                        monkeypatch):
+def test_model_dirs_limits_the_absolute_directories_a_manifest_may_name(
+    tiny_model_dir, tiny_embedder, tmp_path, monkeypatch
+):
     path = _crafted(tmp_path, tiny_embedder, str(Path(tiny_model_dir).resolve()))
     monkeypatch.setenv("SEMSEARCH_MODEL_DIRS", str(tmp_path / "elsewhere"))
     with Collection.open(path) as col:

@@ -79,8 +79,14 @@ def test_an_embedder_travels_as_its_model_and_bad_arguments_are_refused(local_ra
 
 def test_without_ray_the_import_fails_with_one_line_saying_what_to_install():
     code = "import sys; sys.modules['ray'] = None; sys.modules['ray.data'] = None; import retriever.encoding.ray_embed"
-    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+    )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         "ImportError: retriever.encoding.ray_embed needs Ray: pip install 'semsearch[ray]'"

@@ -18,8 +18,10 @@ def test_available_cores_follows_the_affinity_and_the_quota():
     assert threads.available_cores() == (min(affinity, quota) if quota else affinity)
 
 
-@pytest.mark.parametrize("content, cores", [("max 100000\n", None), ("150000 100000\n", 2), ("50000 100000", 1),
-                                            ("400000 100000", 4), ("garbage", None)])
+@pytest.mark.parametrize(
+    "content, cores",
+    [("max 100000\n", None), ("150000 100000\n", 2), ("50000 100000", 1), ("400000 100000", 4), ("garbage", None)],
+)
 def test_a_container_cpu_quota_is_read_as_whole_cpus(tmp_path, content, cores):
     path = tmp_path / "cpu.max"
     path.write_text(content)
@@ -48,8 +50,13 @@ def test_importing_the_package_sets_passive_openmp_before_the_libraries_load():
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "SEMSEARCH_THREADS")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     settings = json.loads(out.strip().splitlines()[-1])
-    assert settings == {"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1", "KMP_BLOCKTIME": "0",
-                        "torch": 1, "faiss": 1}
+    assert settings == {
+        "OMP_WAIT_POLICY": "PASSIVE",
+        "OMP_NUM_THREADS": "1",
+        "KMP_BLOCKTIME": "0",
+        "torch": 1,
+        "faiss": 1,
+    }
 
 
 def test_user_settings_are_kept(monkeypatch):
@@ -87,8 +94,11 @@ def test_torch_loaded_late_for_passages_gets_the_embedders_count(tiny_model_dir,
     from retriever.encoding.backends import choice
 
     exported = Embedder(tiny_model_dir, backend="onnx", cache_dir=tmp_path)  # the export the decision needs
-    choice.save_choice(tmp_path, choice.choice_key(exported.weights_sha256),
-                       {"backend": "torch-fp32", "query_backend": "onnx-fp32", "measured": {}})
+    choice.save_choice(
+        tmp_path,
+        choice.choice_key(exported.weights_sha256),
+        {"backend": "torch-fp32", "query_backend": "onnx-fp32", "measured": {}},
+    )
     code = (
         "import sys\n"
         "from retriever import Embedder\n"

@@ -14,9 +14,9 @@ TEXTS = ["green tea", "  Rivers flow into the sea.  ", "", "snow covers the peak
 def test_ids_equal_the_transformers_tokenizer_with_truncation(request, which):
     embedder = request.getfixturevalue(which)
     ours = TextTokenizer(embedder.tokenizer.backend_tokenizer, embedder.max_tokens)
-    expected = embedder.tokenizer(
-        [t.strip() for t in TEXTS], truncation=True, max_length=embedder.max_tokens
-    )["input_ids"]
+    expected = embedder.tokenizer([t.strip() for t in TEXTS], truncation=True, max_length=embedder.max_tokens)[
+        "input_ids"
+    ]
     assert ours.encode(TEXTS) == expected
     assert max(len(ids) for ids in ours.encode(TEXTS)) == embedder.max_tokens
     assert ours.count(TEXTS)[3] > embedder.max_tokens  # counting cuts nothing

@@ -34,8 +34,9 @@ DOCS = [
 
 
 def add_docs(store: SemsearchVectorStore) -> list[str]:
-    return store.add_texts([text for _, text, _ in DOCS], [{"year": year} for _, _, year in DOCS],
-                           ids=[doc_id for doc_id, _, _ in DOCS])
+    return store.add_texts(
+        [text for _, text, _ in DOCS], [{"year": year} for _, _, year in DOCS], ids=[doc_id for doc_id, _, _ in DOCS]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +143,9 @@ def test_filters_modes_scores_and_the_retriever(tmp_path, tiny_embedder):
             SemsearchVectorStore(col, mode="bm25").similarity_search_with_relevance_scores("tea")
         retriever = store.as_retriever(search_kwargs={"k": 1, "mode": "bm25", "filter": {"year": 2022}})
         assert [d.id for d in retriever.invoke("roasted beans")] == ["coffee"]
-        threshold = store.as_retriever(search_type="similarity_score_threshold",
-                                       search_kwargs={"score_threshold": 0.5, "k": 3})
+        threshold = store.as_retriever(
+            search_type="similarity_score_threshold", search_kwargs={"score_threshold": 0.5, "k": 3}
+        )
         assert [d.id for d in threshold.invoke(DOCS[1][1])][:1] == ["tea"]
         with pytest.raises(FilterError, match="unknown operator"):
             store.similarity_search("tea", filter={"year": {"$near": 2020}})
@@ -159,8 +161,14 @@ def test_a_collection_over_langchain_embeddings_keeps_the_collections_promises(t
     store = SemsearchVectorStore(tmp_path / "col", fake)
     assert store.embeddings is fake
     assert store.collection.manifest.model | {"sha256": "-"} == {
-        "name": "langchain:langchain_core.DeterministicFakeEmbedding", "sha256": "-", "dim": 6, "max_tokens": 1002,
-        "pooling": "external", "normalize": True, "tokens": "utf-8 bytes"}
+        "name": "langchain:langchain_core.DeterministicFakeEmbedding",
+        "sha256": "-",
+        "dim": 6,
+        "max_tokens": 1002,
+        "pooling": "external",
+        "normalize": True,
+        "tokens": "utf-8 bytes",
+    }
     store.add_texts([long_text, "foo"], ids=["long", "foo"])
     spans = store.collection.chunk_spans("long")  # nothing cut: overlapping windows of 1,000 bytes
     assert len(spans) == 4 and spans[-1][1] == len(long_text) and all(e - s <= 1_000 for s, e in spans)
@@ -185,8 +193,7 @@ def test_ids_and_arguments(tmp_path, tiny_embedder):
     store = SemsearchVectorStore(tmp_path / "col", SemsearchEmbeddings(tiny_embedder))
     made = store.add_texts(["one", "two"])
     assert [uuid.UUID(doc_id).version for doc_id in made] == [4, 4]
-    mixed = store.add_documents([Document(page_content="three", id="3"), Document(page_content="four")],
-                                batch_size=1)
+    mixed = store.add_documents([Document(page_content="three", id="3"), Document(page_content="four")], batch_size=1)
     assert mixed[0] == "3" and uuid.UUID(mixed[1]).version == 4
     assert [d.page_content for d in store.get_by_ids([mixed[1], "nope", made[0]])] == ["four", "one"]
     assert store.delete([made[0], "nope"]) is True and store.get_by_ids([made[0]]) == []
@@ -216,7 +223,10 @@ def test_from_texts_in_a_temporary_or_named_directory(tmp_path, tiny_model_dir):
     assert not folder.exists()  # the temporary collection goes with its store
     named = SemsearchVectorStore.from_documents(
         [Document(page_content="tea is steamed", metadata={"year": 2021}, id="tea")],
-        SemsearchEmbeddings(tiny_model_dir), collection=tmp_path / "named", mode="bm25")
+        SemsearchEmbeddings(tiny_model_dir),
+        collection=tmp_path / "named",
+        mode="bm25",
+    )
     assert named.mode == "bm25" and named.collection.manifest.model["name"] == str(tiny_model_dir.resolve())
     assert named.similarity_search("steamed", k=1)[0].metadata == {"year": 2021}
     named.close()
@@ -241,6 +251,45 @@ def test_a_store_over_a_server(server, tiny_embedder):
         SemsearchVectorStore(remote, DeterministicFakeEmbedding(size=6))
     with pytest.raises(BadInputError, match="a server's embeddings cannot build a local collection"):
         SemsearchVectorStore(Path(server[1]).parent / "other", SemsearchEmbeddings(remote))
+
+
+def test_hits_say_where_they_are_as_langchain_pdf_loaders_do(tmp_path, tiny_embedder):
+    from retriever.locations import LocatedText
+
+    filler = "Rivers flow into the sea and mountains rise above the clouds. " * 8  # past a chunk window
+    built = LocatedText()
+    for page, phrase in enumerate(["alpha zebra quartz", "bravo walrus harbour"], start=1):
+        built.add(f"{filler}{phrase}.", page=page)
+    report = {"id": "report", "text": built.text, "metadata": {"source": "/r.pdf", "locations": built.locations()}}
+    cover = {
+        "id": "cover",
+        "text": built.text,
+        "metadata": {"page": "cover", "locations": built.locations()},
+    }  # its own "page" stays
+    with Collection.create(tmp_path / "col", tiny_embedder) as col:
+        col.upsert([report, cover])
+        store = SemsearchVectorStore(col, mode="bm25")
+        found = {doc.id: doc for doc in store.similarity_search("bravo walrus harbour", k=2)}
+        shown = ("source", "location", "page", "page_label", "locations")
+        assert {key: found["report"].metadata.get(key) for key in shown} == {
+            "source": "/r.pdf",
+            "location": {"page": 2},
+            "page": 1,
+            "page_label": "2",
+            "locations": None,
+        }
+        assert {key: found["cover"].metadata.get(key) for key in shown} == {
+            "source": None,
+            "location": {"page": 2},
+            "page": "cover",
+            "page_label": "2",
+            "locations": None,
+        }
+        (stored,) = store.get_by_ids(["report"])  # the stored document, its columns whole
+        assert stored.metadata["locations"] == built.locations() and "location" not in stored.metadata
+        vector = col.embed(["Rivers flow into the sea."])[0].tolist()
+        (by_vector,) = SemsearchVectorStore(col).similarity_search_by_vector(vector, k=1)
+        assert by_vector.metadata["location"] in ({"page": 1}, {"page": 2})  # whichever chunk is closest
 
 
 def test_semsearch_embeddings_agree_across_sources(tmp_path, tiny_model_dir, tiny_embedder, server):
@@ -270,8 +319,14 @@ def test_marginal_relevance_gives_a_near_duplicate_way(tmp_path, minilm):
 
     with Collection.create(tmp_path / "mmr", minilm) as col:
         store = SemsearchVectorStore(col, mode="dense")
-        store.add_texts(["Tea is steamed after picking.", "Tea is steamed right after it is picked.",
-                         "Rivers build deltas of sediment."], ids=["a", "a2", "b"])
+        store.add_texts(
+            [
+                "Tea is steamed after picking.",
+                "Tea is steamed right after it is picked.",
+                "Rivers build deltas of sediment.",
+            ],
+            ids=["a", "a2", "b"],
+        )
         assert [d.id for d in store.similarity_search("tea steamed after picking", k=2)] == ["a", "a2"]
         diverse = store.max_marginal_relevance_search("tea steamed after picking", k=2, fetch_k=3, lambda_mult=0.3)
         assert [d.id for d in diverse] == ["a", "b"]

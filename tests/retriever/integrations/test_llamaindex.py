@@ -158,6 +158,24 @@ def test_documents_semsearch_wrote_come_back_as_passages(store, collection):
     assert node.text == long_text[node.start_char_idx : node.end_char_idx] and len(node.text) < len(long_text)
 
 
+def test_found_nodes_say_where_they_are(store, collection):
+    from retriever.locations import LocatedText
+
+    filler = "Rivers flow into the sea and mountains rise above the clouds. " * 8  # past a chunk window
+    built = LocatedText()
+    for page, phrase in enumerate(["alpha zebra quartz", "bravo walrus harbour"], start=1):
+        built.add(f"{filler}{phrase}.", page=page)
+    collection.add([{"id": "report", "text": built.text, "metadata": {"locations": built.locations()}}])
+    own = {"location": "shelf 3", "locations": {"start": [0], "section": [["Deltas"]]}}
+    store.add([TextNode(id_="n0", text=f"{filler} bravo walrus harbour.", metadata=own)])
+    query = VectorStoreQuery(query_str="bravo walrus harbour", similarity_top_k=2, mode=VectorStoreQueryMode.SPARSE)
+    found = {n.node_id: n for n in store.query(query).nodes}
+    assert found["report"].metadata["location"] == {"page": 2} and found["report"].metadata["page_label"] == "2"
+    assert "locations" not in found["report"].metadata
+    assert found["n0"].metadata["location"] == "shelf 3" and "page_label" not in found["n0"].metadata  # its own
+    assert store.get_nodes(["report"])[0].metadata["locations"] == built.locations()
+
+
 def test_store_over_a_directory_creates_then_opens_the_collection(tiny_model_dir, tmp_path, collection):
     SemsearchVectorStore(tmp_path / "by-path", model=tiny_model_dir).add(make_nodes())
     reopened = SemsearchVectorStore(tmp_path / "by-path", model=tiny_model_dir)
@@ -266,10 +284,7 @@ def test_every_filter_selects_what_llamaindex_would(store, name):
 
 def test_filters_translate_to_where():
     assert where_from_filters(FILTERS["nested"]) == {
-        "$and": [
-            {"$or": [{"lang": {"$eq": "en"}}, {"lang": {"$eq": "de"}}]},
-            {"$not": {"year": {"$gte": 2021}}},
-        ]
+        "$and": [{"$or": [{"lang": {"$eq": "en"}}, {"lang": {"$eq": "de"}}]}, {"$not": {"year": {"$gte": 2021}}}]
     }
     assert where_from_filters(FILTERS["not"]) == {"$not": {"$or": [{"lang": {"$eq": "en"}}, {"year": {"$eq": 2020}}]}}
     assert where_from_filters(MetadataFilters(filters=[])) == {}

@@ -81,13 +81,16 @@ def word_by_word_term_spans(analyzer, text: str, terms: set[str]) -> list[tuple[
     return found
 
 
-@pytest.mark.parametrize("text", [
-    DOCS["rivers"] + " " + DOCS["both"],
-    "Running runs run; the runner ran. RUN_TIME run_x x_run run9 9run run٣ runs",
-    "İstanbul STRASSE straße ǅemal, ﬁne ﬁles filed: Ünïcödé wörds wörd",  # lower-casing changes lengths
-    "flow flows flowing overflow flowchart FLOW-RATE",
-    "β-run·runs±running — run–runner ‘run’ ×run µrun runµ run runs ruńs",  # non-ASCII between words
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        DOCS["rivers"] + " " + DOCS["both"],
+        "Running runs run; the runner ran. RUN_TIME run_x x_run run9 9run run٣ runs",
+        "İstanbul STRASSE straße ǅemal, ﬁne ﬁles filed: Ünïcödé wörds wörd",  # lower-casing changes lengths
+        "flow flows flowing overflow flowchart FLOW-RATE",
+        "β-run·runs±running — run–runner ‘run’ ×run µrun runµ run runs ruńs",  # non-ASCII between words
+    ],
+)
 def test_term_spans_find_the_whole_words_that_analyse_to_the_terms(analyzer, text):
     terms = set(analyzer(text)) | {"absent"}
     for wanted in (terms, {t for t in terms if len(t) % 2}, {"run", "flow"}, set()):
@@ -185,7 +188,9 @@ def test_scores_match_bm25s_lucene_on_real_text(analyzer, datasets_dir):
     ours = BM25Index.empty(k1=0.9, b=0.4).updated([], list(zip([r["_id"] for r in records], tokens)))
     reference = bm25s.BM25(k1=0.9, b=0.4, method="lucene")
     vocabulary = {term: i for i, term in enumerate(sorted({t for doc in tokens for t in doc}))}
-    reference.index(bm25s.tokenization.Tokenized([[vocabulary[t] for t in doc] for doc in tokens], vocabulary), show_progress=False)
+    reference.index(
+        bm25s.tokenization.Tokenized([[vocabulary[t] for t in doc] for doc in tokens], vocabulary), show_progress=False
+    )
     queries = [records[i]["title"] for i in range(0, 400, 20)]
     for query in queries:
         terms = [t for t in analyzer(query) if t in vocabulary]

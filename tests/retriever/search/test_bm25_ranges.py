@@ -41,9 +41,12 @@ def random_parts(rng, sizes, deleted_share: float, allowed_share: float | None):
 def test_skipping_returns_exhaustive_bm25_bit_for_bit(seed):
     rng = np.random.default_rng(seed)
     sizes = [int(s) for s in rng.integers(1, 3000, size=rng.integers(1, 4))]
-    parts, totals = random_parts(rng, sizes, deleted_share=[0, 0.05, 0.6][seed % 3],
-                                 allowed_share=[None, 0.5, 0.01, None][seed % 4])
-    bounds = [RangeBounds.build(p, lengths, rows_per_range=int(rng.choice([16, 64, 1024]))) for p, lengths, _, _ in parts]
+    parts, totals = random_parts(
+        rng, sizes, deleted_share=[0, 0.05, 0.6][seed % 3], allowed_share=[None, 0.5, 0.01, None][seed % 4]
+    )
+    bounds = [
+        RangeBounds.build(p, lengths, rows_per_range=int(rng.choice([16, 64, 1024]))) for p, lengths, _, _ in parts
+    ]
     for _ in range(15):
         query = [VOCABULARY[int(t)] for t in rng.zipf(1.2, size=rng.integers(1, 30)) % len(VOCABULARY)]
         query += ["not-a-term"] if rng.random() < 0.2 else []
@@ -100,7 +103,9 @@ def test_bounds_cover_every_posting_once():
         for e in range(bounds.indptr[t], bounds.indptr[t + 1]):
             a, z = bounds.starts[e], bounds.starts[e + 1]
             assert np.all(postings.rows[a:z] // 32 == bounds.ranges[e])
-            assert postings.tf[a:z].max() == bounds.max_tf[e] and lengths[postings.rows[a:z]].min() == bounds.min_length[e]
+            assert (
+                postings.tf[a:z].max() == bounds.max_tf[e] and lengths[postings.rows[a:z]].min() == bounds.min_length[e]
+            )
 
 
 def test_a_collection_answers_the_same_whichever_path_it_takes(tmp_path, tiny_embedder, monkeypatch):
@@ -113,8 +118,16 @@ def test_a_collection_answers_the_same_whichever_path_it_takes(tmp_path, tiny_em
     words = [f"word{i}" for i in range(300)]
     col = Collection.create(tmp_path / "col", tiny_embedder, merge_policy=MergePolicy(factor=50, small_factor=50))
     for start in range(0, 600, 200):
-        col.add([{"id": f"d{i}", "text": " ".join(words[int(w) % 300] for w in rng.zipf(1.4, size=40)),
-                  "metadata": {"g": i % 3}} for i in range(start, start + 200)])
+        col.add(
+            [
+                {
+                    "id": f"d{i}",
+                    "text": " ".join(words[int(w) % 300] for w in rng.zipf(1.4, size=40)),
+                    "metadata": {"g": i % 3},
+                }
+                for i in range(start, start + 200)
+            ]
+        )
     col.delete([f"d{i}" for i in range(0, 600, 7)])
     assert len(col.reader.current().parts) == 3
     for query in ("word1 word7 word150", "word2", "word299 word3 word3"):

@@ -37,7 +37,9 @@ def test_terms_pick_the_sentence_with_the_rarer_term_and_report_every_word(minil
     assert best.text == "Arabica coffee grows in the highlands." and best.method == "terms"
     assert best.start == 100 + text.index("Arabica") and best.end == best.start + len(best.text)
     assert [(t.term, t.start - 100) for t in best.terms] == [
-        ("Arabica", text.index("Arabica")), ("coffee", text.index("coffee grows")), ("highlands", text.index("highlands"))
+        ("Arabica", text.index("Arabica")),
+        ("coffee", text.index("coffee grows")),
+        ("highlands", text.index("highlands")),
     ]
     # the first sentence holds only the common term: far below half the best score, so it is not kept
     assert len(found) == 1 and embed.calls == []
@@ -92,8 +94,8 @@ def test_collection_hits_carry_evidence_in_document_offsets(tmp_path, tiny_embed
         hits = {hit.id: hit for hit in col.search("zeppelin Lakehurst", mode="bm25")}
         sentence = hits["long"].evidence[0]
         assert sentence.text == "The zeppelin landed in Lakehurst." and sentence.start > 0
-        assert text[sentence.start:sentence.end] == sentence.text
-        assert [text[t.start:t.end] for t in sentence.terms] == ["zeppelin", "Lakehurst"]
+        assert text[sentence.start : sentence.end] == sentence.text
+        assert [text[t.start : t.end] for t in sentence.terms] == ["zeppelin", "Lakehurst"]
         assert all(hit.evidence == () for hit in col.search("zeppelin", mode="bm25", evidence="none"))
         vector = tiny_embedder.embed(["zeppelin"])[0]
         by_vector = col.search(vector=vector, k=2, evidence="semantic")

@@ -73,8 +73,9 @@ def test_feedback_lifts_a_document_near_the_top_ones(collection):
 def test_feedback_changes_only_hybrid_searches(collection):
     query = unit((0, 1.0))
     for mode in ("dense", "bm25"):
-        assert ([h.id for h in collection.search("alpha", vector=query, k=4, mode=mode)]
-                == [h.id for h in collection.search("alpha", vector=query, k=4, mode=mode, feedback=False)])
+        assert [h.id for h in collection.search("alpha", vector=query, k=4, mode=mode)] == [
+            h.id for h in collection.search("alpha", vector=query, k=4, mode=mode, feedback=False)
+        ]
 
 
 def test_feedback_must_be_a_bool(collection):

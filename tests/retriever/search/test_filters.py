@@ -13,13 +13,13 @@ from retriever.filters import parse_where, validate_where
 from tests.postgres import catalog_url_for
 
 MISSING = object()
-LANGS = ["en", "de", "fr"]
+REGIONS = ["en", "de", "fr"]
 
 
 def make_metadata(i: int) -> dict:
     meta: dict = {"year": 2000 + i, "score": round(i * 0.25, 2), "n": i}
     if i % 7 != 6:
-        meta["lang"] = LANGS[i % 3]
+        meta["region"] = REGIONS[i % 3]
     if i % 5 != 4:
         meta["draft"] = i % 2 == 0
     if i % 3 != 2:
@@ -71,13 +71,13 @@ def matched(col, where) -> set[str]:
 
 CASES = [
     ({}, lambda m: True),
-    ({"lang": "en"}, lambda m: get(m, "lang") == "en"),
-    ({"lang": {"$eq": "de"}}, lambda m: get(m, "lang") == "de"),
-    ({"lang": {"$ne": "en"}}, lambda m: get(m, "lang") != "en"),  # missing lang matches
-    ({"lang": {"$in": ["en", "fr"]}}, lambda m: get(m, "lang") in ("en", "fr")),
-    ({"lang": {"$nin": ["en", "fr"]}}, lambda m: get(m, "lang") not in ("en", "fr")),
-    ({"lang": {"$in": []}}, lambda m: False),
-    ({"lang": {"$nin": []}}, lambda m: True),
+    ({"region": "en"}, lambda m: get(m, "region") == "en"),
+    ({"region": {"$eq": "de"}}, lambda m: get(m, "region") == "de"),
+    ({"region": {"$ne": "en"}}, lambda m: get(m, "region") != "en"),  # missing region matches
+    ({"region": {"$in": ["en", "fr"]}}, lambda m: get(m, "region") in ("en", "fr")),
+    ({"region": {"$nin": ["en", "fr"]}}, lambda m: get(m, "region") not in ("en", "fr")),
+    ({"region": {"$in": []}}, lambda m: False),
+    ({"region": {"$nin": []}}, lambda m: True),
     ({"year": 2010}, lambda m: m["year"] == 2010),
     ({"year": {"$gt": 2010}}, lambda m: m["year"] > 2010),
     ({"year": {"$gte": 2010}}, lambda m: m["year"] >= 2010),
@@ -96,26 +96,20 @@ CASES = [
     ({"nested.a": {"$gte": 2}}, lambda m: get(m, "nested.a") is not MISSING and get(m, "nested.a") >= 2),
     ({"nested.a": {"$ne": 0}}, lambda m: get(m, "nested.a") != 0),
     ({"nested.b.c": "v1"}, lambda m: get(m, "nested.b.c") == "v1"),
-    ({"lang": "en", "draft": True}, lambda m: get(m, "lang") == "en" and get(m, "draft") is True),
+    ({"region": "en", "draft": True}, lambda m: get(m, "region") == "en" and get(m, "draft") is True),
+    ({"$and": [{"region": "fr"}, {"year": {"$gt": 2010}}]}, lambda m: get(m, "region") == "fr" and m["year"] > 2010),
+    ({"$or": [{"region": "de"}, {"year": {"$lt": 2003}}]}, lambda m: get(m, "region") == "de" or m["year"] < 2003),
     (
-        {"$and": [{"lang": "fr"}, {"year": {"$gt": 2010}}]},
-        lambda m: get(m, "lang") == "fr" and m["year"] > 2010,
-    ),
-    (
-        {"$or": [{"lang": "de"}, {"year": {"$lt": 2003}}]},
-        lambda m: get(m, "lang") == "de" or m["year"] < 2003,
-    ),
-    (
-        {"$or": [{"lang": "de"}, {"$and": [{"draft": False}, {"nested.a": 1}]}]},
-        lambda m: get(m, "lang") == "de" or (get(m, "draft") is False and get(m, "nested.a") == 1),
+        {"$or": [{"region": "de"}, {"$and": [{"draft": False}, {"nested.a": 1}]}]},
+        lambda m: get(m, "region") == "de" or (get(m, "draft") is False and get(m, "nested.a") == 1),
     ),
     ({"$not": {"year": {"$gt": 2020}}}, lambda m: not m["year"] > 2020),
     # $not is the complement: documents without the field match, as with $ne
-    ({"$not": {"lang": "en"}}, lambda m: get(m, "lang") != "en"),
+    ({"$not": {"region": "en"}}, lambda m: get(m, "region") != "en"),
     ({"$not": {"nested.a": {"$in": [0, 1]}}}, lambda m: get(m, "nested.a") not in (0, 1)),
     (
-        {"$not": {"$or": [{"lang": "en"}, {"draft": True}]}},
-        lambda m: not (get(m, "lang") == "en" or get(m, "draft") is True),
+        {"$not": {"$or": [{"region": "en"}, {"draft": True}]}},
+        lambda m: not (get(m, "region") == "en" or get(m, "draft") is True),
     ),
     ({"missing_field": "x"}, lambda m: False),
     ({"missing_field": {"$ne": "x"}}, lambda m: True),
@@ -129,8 +123,14 @@ def test_filter_selects_exactly_the_matching_documents(col, where, pred):
     assert matched(col, where) == expected
 
 
-TRIVIAL = [{}, {"lang": {"$in": []}}, {"lang": {"$nin": []}}, {"missing_field": "x"},
-           {"missing_field": {"$ne": "x"}}, {"missing_field": {"$gt": 1}}]
+TRIVIAL = [
+    {},
+    {"region": {"$in": []}},
+    {"region": {"$nin": []}},
+    {"missing_field": "x"},
+    {"missing_field": {"$ne": "x"}},
+    {"missing_field": {"$gt": 1}},
+]
 
 
 def test_oracle_cases_are_not_trivial():
@@ -142,10 +142,10 @@ def test_oracle_cases_are_not_trivial():
 
 
 SEARCH_WHERES = [
-    {"lang": {"$ne": "en"}},
-    {"lang": {"$nin": ["en", "fr"]}},
-    {"$or": [{"lang": "de"}, {"year": {"$lt": 2003}}]},
-    {"$not": {"lang": "en"}},
+    {"region": {"$ne": "en"}},
+    {"region": {"$nin": ["en", "fr"]}},
+    {"$or": [{"region": "de"}, {"year": {"$lt": 2003}}]},
+    {"$not": {"region": "en"}},
     {"nested.a": {"$gte": 2}},
 ]
 SEARCH_CASES = [case for case in CASES if case[0] in SEARCH_WHERES]
@@ -158,8 +158,8 @@ def test_search_returns_all_matching_documents(col, where, pred):
     hits = col.search("tea and rivers", k=100, where=where)
     assert {h.id for h in hits} == expected
     assert len(hits) == len(expected)
-    for hit in hits:
-        assert hit.metadata == DOCS[hit.id]
+    for hit in hits:  # the collection adds each document's language (`lang`)
+        assert {k: v for k, v in hit.metadata.items() if k != "lang"} == DOCS[hit.id]
 
 
 @pytest.mark.parametrize(
@@ -221,8 +221,16 @@ def test_field_names_with_spaces_dashes_and_non_ascii(tiny_embedder, tmp_path):
     col = Collection.create(tmp_path / "col", tiny_embedder)
     col.add(
         [
-            {"id": "a", "text": "tea", "metadata": {"größe": 3, "file-name": "a.txt", "last modified": 1, "Sprache": "Français"}},
-            {"id": "b", "text": "coffee", "metadata": {"größe": 5, "file-name": "b.txt", "last modified": 2, "Sprache": "Deutsch"}},
+            {
+                "id": "a",
+                "text": "tea",
+                "metadata": {"größe": 3, "file-name": "a.txt", "last modified": 1, "Sprache": "Français"},
+            },
+            {
+                "id": "b",
+                "text": "coffee",
+                "metadata": {"größe": 5, "file-name": "b.txt", "last modified": 2, "Sprache": "Deutsch"},
+            },
         ]
     )
     assert matched(col, {"größe": {"$gte": 4}}) == {"b"}
@@ -234,30 +242,41 @@ def test_field_names_with_spaces_dashes_and_non_ascii(tiny_embedder, tmp_path):
 
 
 MIXED = {
-    "number": 2020, "numeric-string": "2020", "word": "unknown", "true": True, "one": 1,
-    "yes": "yes", "object": {"x": 1}, "list": [1, 2], "null": None, "absent": MISSING,
+    "number": 2020,
+    "numeric-string": "2020",
+    "word": "unknown",
+    "true": True,
+    "one": 1,
+    "yes": "yes",
+    "object": {"x": 1},
+    "list": [1, 2],
+    "null": None,
+    "absent": MISSING,
 }
 OTHERS = set(MIXED)
-TYPED_CASES = [
+TYPED_CASES = [  # the list [1, 2] matches by its elements
     ({"v": 2020}, {"number"}),
     ({"v": "2020"}, {"numeric-string"}),
     ({"v": {"$gte": 2000}}, {"number"}),
-    ({"v": {"$lt": 5}}, {"one"}),
+    ({"v": {"$lt": 5}}, {"one", "list"}),
     ({"v": True}, {"true"}),
-    ({"v": 1}, {"one"}),
-    ({"v": 1.0}, {"one"}),
+    ({"v": 1}, {"one", "list"}),
+    ({"v": 1.0}, {"one", "list"}),
+    ({"v": 2}, {"list"}),
     ({"v": False}, set()),
     ({"v": {"$gt": "a"}}, {"word", "yes"}),
-    ({"v": {"$in": [1, "yes"]}}, {"one", "yes"}),
+    ({"v": {"$in": [1, "yes"]}}, {"one", "yes", "list"}),
     ({"v": {"$ne": 2020}}, OTHERS - {"number"}),
+    ({"v": {"$ne": 2}}, OTHERS - {"list"}),
     ({"v": {"$nin": [True, "2020"]}}, OTHERS - {"true", "numeric-string"}),
-    ({"$not": {"v": {"$lte": 2020}}}, OTHERS - {"number", "one"}),
+    ({"$not": {"v": {"$lte": 2020}}}, OTHERS - {"number", "one", "list"}),
 ]
 
 
 @pytest.mark.parametrize("where, expected", TYPED_CASES, ids=[str(w) for w, _ in TYPED_CASES])
 def test_values_match_only_operands_of_their_own_json_type(typed_col, where, expected):
-    """On SQLite and PostgreSQL alike: 2020 is not "2020", true is not 1, and no cast fails."""
+    """On SQLite and PostgreSQL alike: 2020 is not "2020", true is not 1, a list's elements compare one by one,
+    and no cast fails."""
     hits = typed_col.search("tea", k=50, where=where, mode="dense")
     assert {hit.id for hit in hits} == expected
 

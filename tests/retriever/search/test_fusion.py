@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retriever.errors import BadInputError
-from retriever.search.fusion import convex_combination, fuse, reciprocal_rank_fusion
+from retriever.search.fusion import ConvexFusion, fuse, reciprocal_rank_fusion
 
 DENSE = [("a", 0.9), ("b", 0.8), ("c", 0.5)]
 SPARSE = [("a", 12.0), ("d", 7.0), ("b", 1.0)]
@@ -25,12 +25,12 @@ def test_rrf_scores_are_sums_of_reciprocal_ranks():
 
 
 def test_convex_extremes_reproduce_each_side():
-    assert [d for d, _ in convex_combination(DENSE, SPARSE, alpha=1.0)][:3] == ["a", "b", "c"]
-    assert [d for d, _ in convex_combination(DENSE, SPARSE, alpha=0.0)][:3] == ["a", "d", "b"]
+    assert [d for d, _ in ConvexFusion(1.0).fuse(DENSE, SPARSE)][:3] == ["a", "b", "c"]
+    assert [d for d, _ in ConvexFusion(0.0).fuse(DENSE, SPARSE)][:3] == ["a", "d", "b"]
 
 
 def test_convex_normalises_scales():
-    fused = dict(convex_combination([("x", 100.0), ("y", 50.0)], [("y", 0.2), ("x", 0.1)], alpha=0.5))
+    fused = dict(ConvexFusion(0.5).fuse([("x", 100.0), ("y", 50.0)], [("y", 0.2), ("x", 0.1)]))
     assert fused["x"] == pytest.approx(0.5) and fused["y"] == pytest.approx(0.5)
 
 
@@ -38,7 +38,7 @@ def test_empty_and_bad_arguments():
     assert fuse([], [], "rrf") == []
     assert [d for d, _ in fuse(DENSE, [], "rrf")] == ["a", "b", "c"]
     with pytest.raises(BadInputError, match="alpha"):
-        convex_combination(DENSE, SPARSE, alpha=1.5)
+        ConvexFusion(1.5).fuse(DENSE, SPARSE)
     with pytest.raises(BadInputError, match="unknown fusion"):
         fuse(DENSE, SPARSE, "max")
 

@@ -52,7 +52,9 @@ def test_written_rows_read_back_mapped_and_checked(tmp_path):
     write_int8_rows(quantized, tmp_path, lambda path, fill: fill(path))
     read = read_int8_rows(tmp_path, 300, 48)
     assert np.array_equal(read.codes, quantized.codes) and np.array_equal(read.scale, quantized.scale)
-    with pytest.raises(CorruptCollectionError, match=r"vectors\.int8\.npy holds int8 \(300, 48\), not int8 \(301, 48\)"):
+    with pytest.raises(
+        CorruptCollectionError, match=r"vectors\.int8\.npy holds int8 \(300, 48\), not int8 \(301, 48\)"
+    ):
         read_int8_rows(tmp_path, 301, 48)
     (tmp_path / INT8_SCALE_FILE).write_bytes(b"not an array")
     with pytest.raises(CorruptCollectionError, match="cannot read int8 rescoring rows"):

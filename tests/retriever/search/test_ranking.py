@@ -61,8 +61,11 @@ def test_a_part_holding_all_the_top_hits_is_searched_again_in_full(many_parts, m
     col, topic = many_parts
     calls = []
     search = ranking.vector_index.search
-    monkeypatch.setattr(ranking.vector_index, "search",
-                        lambda index, q, k, *a, **kw: calls.append((k, kw["share"])) or search(index, q, k, *a, **kw))
+    monkeypatch.setattr(
+        ranking.vector_index,
+        "search",
+        lambda index, q, k, *a, **kw: calls.append((k, kw["share"])) or search(index, q, k, *a, **kw),
+    )
     hits = col.search(vector=topic, k=20, mode="dense", feedback=False)
     share = ranking._share_to_fetch(col.reader.current().parts[-1], 20, 1 / PARTS)
     # each part first fetches, and probes, for its share of the rows; the last again for all its 30 chunks
@@ -80,8 +83,12 @@ def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny
 
     rng = np.random.default_rng(11)
     embedder = Embedder(tiny_model_dir, backend="torch-fp32")
-    col = Collection.create(tmp_path / "col", embedder, index_policy=vector_index.IndexPolicy(codes="always"),
-                            merge_policy=MergePolicy(factor=50, small_factor=50))
+    col = Collection.create(
+        tmp_path / "col",
+        embedder,
+        index_policy=vector_index.IndexPolicy(codes="always"),
+        merge_policy=MergePolicy(factor=50, small_factor=50),
+    )
     vectors = {}
     for p in range(4):
         batch = unit(rng.normal(size=(300, embedder.dim)))
@@ -92,7 +99,9 @@ def test_compressed_parts_show_exact_scores_from_few_float32_rows(tmp_path, tiny
     per_hit, final = [], []
     monkeypatch.setattr(rescoring, "gather_rows", lambda rows, ids: per_hit.append(len(ids)))
     gather = vector_files.gather_rows
-    monkeypatch.setattr(vector_files, "gather_rows", lambda rows, ids, *rest: final.append(len(ids)) or gather(rows, ids, *rest))
+    monkeypatch.setattr(
+        vector_files, "gather_rows", lambda rows, ids, *rest: final.append(len(ids)) or gather(rows, ids, *rest)
+    )
     for query in unit(rng.normal(size=(10, embedder.dim))):
         final.clear()
         hits = col.search(vector=query, k=10, mode="dense", feedback=False)

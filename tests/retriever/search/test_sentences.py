@@ -15,7 +15,11 @@ def sentences(text: str, start: int = 0, end: int | None = None) -> list[str]:
 def test_splits_at_sentence_ends_but_not_after_abbreviations_or_initials():
     text = "Hello world. This is e.g. a test! Is it? Yes.  J. Smith et al. (2010) showed it, cf. Fig. 2."
     assert sentences(text) == [
-        "Hello world.", "This is e.g. a test!", "Is it?", "Yes.", "J. Smith et al. (2010) showed it, cf. Fig. 2."
+        "Hello world.",
+        "This is e.g. a test!",
+        "Is it?",
+        "Yes.",
+        "J. Smith et al. (2010) showed it, cf. Fig. 2.",
     ]
 
 

@@ -166,10 +166,13 @@ def test_compressed_codes_meet_the_recall_target_with_a_fraction_of_the_bytes(tm
 
 
 @pytest.mark.parametrize("share", [0.002, 0.05, 0.5])
-@pytest.mark.parametrize("n, built_with, searched_with", [
-    (5000, COMPRESSED, (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED)),  # IVF: selector, gathering
-    (3000, SMALL_CODES, (dataclasses.replace(SMALL_CODES, exact_max_rows=0), SMALL_CODES)),  # codes in few lists
-])
+@pytest.mark.parametrize(
+    "n, built_with, searched_with",
+    [
+        (5000, COMPRESSED, (IndexPolicy(codes="compressed", exact_max_rows=0), COMPRESSED)),  # IVF: selector, gathering
+        (3000, SMALL_CODES, (dataclasses.replace(SMALL_CODES, exact_max_rows=0), SMALL_CODES)),  # codes in few lists
+    ],
+)
 def test_filtered_compressed_search_returns_k_rows_that_pass_the_filter(share, n, built_with, searched_with, tmp_path):
     vectors = clustered(n, seed=3)
     built = _written(vector_index.build(vectors, built_with), tmp_path)
@@ -319,8 +322,9 @@ def _codes_of_every_row(vectors, folder):
     index = faiss.IndexRaBitQ(vectors.shape[1], faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
     index.add(vectors)
-    built = vector_index.VectorIndex(index, {"type": "rabitq", "int8": True, "rescore": 20, "recall": 0.99},
-                                     vectors, int8_rows.quantize(vectors))
+    built = vector_index.VectorIndex(
+        index, {"type": "rabitq", "int8": True, "rescore": 20, "recall": 0.99}, vectors, int8_rows.quantize(vectors)
+    )
     return _written(built, folder)
 
 
@@ -335,8 +339,9 @@ def test_segments_written_with_codes_of_every_row_are_still_searched(tmp_path):
     assert np.allclose(scores, np.take_along_axis(queries @ vectors.T, found, axis=1), atol=1e-5)
     allowed = np.zeros(len(vectors), dtype=bool)
     allowed[::50] = True  # 80 rows: every one a candidate, so the search is exact
-    scores, rows = vector_index.search(built, queries[:5], 10, allowed, int(allowed.sum()),
-                                       dataclasses.replace(SMALL_CODES, exact_max_rows=0))
+    scores, rows = vector_index.search(
+        built, queries[:5], 10, allowed, int(allowed.sum()), dataclasses.replace(SMALL_CODES, exact_max_rows=0)
+    )
     assert np.array_equal(rows, exact_top(vectors, queries[:5], 10, allowed))
 
 

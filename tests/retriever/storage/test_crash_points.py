@@ -84,7 +84,10 @@ def test_killed_writer_leaves_a_whole_generation_and_the_next_one_finishes(tmp_p
     target, condition = KILL_POINTS[point]
     run = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(CHILD), target, condition, str(path), str(tiny_model_dir)],
-        input=json.dumps(SECOND), text=True, capture_output=True, cwd=REPO,
+        input=json.dumps(SECOND),
+        text=True,
+        capture_output=True,
+        cwd=REPO,
     )
     assert run.returncode == 137, run.stderr[-2000:]
 

@@ -86,8 +86,9 @@ def test_a_reader_on_a_read_only_file_system_searches_and_sees_commits(tmp_path,
             assert len(writer) == 11 and "refused" not in writer and writer.check().ok
 
 
-def test_the_postgresql_catalog_stopped_in_the_middle_of_a_commit(tmp_path, tiny_model_dir, postgres_server,
-                                                                   postgres_url):
+def test_the_postgresql_catalog_stopped_in_the_middle_of_a_commit(
+    tmp_path, tiny_model_dir, postgres_server, postgres_url
+):
     with Collection.create(tmp_path / "col", tiny_model_dir, catalog_url=postgres_url) as col:
         col.add(docs("first", 10, 5))
         generation = col.info()["generation"]
@@ -109,4 +110,5 @@ def test_the_postgresql_catalog_stopped_in_the_middle_of_a_commit(tmp_path, tiny
         assert again.info()["generation"] == generation and len(again) == 10 and again.check().ok
         assert len(again.add(docs("second", 10, 5)).added) == 10 and len(again) == 20 and again.check().ok
         assert sorted(p.name for p in (tmp_path / "col" / "segments").iterdir()) == sorted(
-            s["name"] for s in again.info()["segments"])  # what the failed commit wrote is gone
+            s["name"] for s in again.info()["segments"]
+        )  # what the failed commit wrote is gone

@@ -39,8 +39,10 @@ def older(tmp_path, tiny_embedder):
     path = tmp_path / "col"
     with Collection.create(path, tiny_embedder, index_policy=vector_index.IndexPolicy(codes="always")) as col:
         for p in range(2):
-            col.add([{"id": f"d{p}-{i}", "text": f"doc {p} {i}"} for i in range(200)],
-                    vectors=unit(rng.normal(size=(200, tiny_embedder.dim))))
+            col.add(
+                [{"id": f"d{p}-{i}", "text": f"doc {p} {i}"} for i in range(200)],
+                vectors=unit(rng.normal(size=(200, tiny_embedder.dim))),
+            )
         folders = [part.segment.folder for part in col.reader.current().parts]
     for folder in folders:
         strip_int8(folder)
@@ -59,8 +61,9 @@ def test_upgrade_writes_int8_rows_that_check_and_answer_as_before(older):
     assert segments_without_int8(path) == []
     with Collection.open(path) as col:
         assert all(part.segment.index.int8 is not None for part in col.reader.current().parts)
-        assert [[(h.id, round(h.score, 5)) for h in col.search(vector=q, k=10, mode="dense")]
-                for q in queries] == answers
+        assert [
+            [(h.id, round(h.score, 5)) for h in col.search(vector=q, k=10, mode="dense")] for q in queries
+        ] == answers
         report = col.check()
         assert report.ok and report.files >= 2 * 4  # the int8 files are checksummed too
     assert "nothing to do" in upgrade(path, progress=False)

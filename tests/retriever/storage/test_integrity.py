@@ -103,8 +103,18 @@ def test_catalog_documents_without_segment_rows_are_found_and_repaired(collectio
     from retriever.storage.catalog import documents
 
     with collection.catalog.engine.begin() as conn:  # a row no segment holds, as a lost segment would leave
-        conn.execute(insert(documents).values(id="ghost", key=10_000, title="", meta={}, content_hash="0" * 64,
-                                              text_hash="0" * 64, n_chunks=1, updated_at=0.0))
+        conn.execute(
+            insert(documents).values(
+                id="ghost",
+                key=10_000,
+                title="",
+                meta={},
+                content_hash="0" * 64,
+                text_hash="0" * 64,
+                n_chunks=1,
+                updated_at=0.0,
+            )
+        )
     report = collection.check()
     assert [(d.segment, d.reason) for d in report.damaged] == [("catalog", "1 document(s) have no row in any segment")]
     assert report.documents == {"catalog": ["ghost"]}

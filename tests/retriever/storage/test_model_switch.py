@@ -17,9 +17,15 @@ QUERIES = ("green tea after picking", "rivers flow into the sea", "python databa
 
 def documents(first: int, n: int) -> list[dict]:
     words = "tea coffee rivers mountains snow neural python databases fox clouds sea green".split()
-    return [{"id": f"d{i:03d}", "title": f"note {i}", "metadata": {"i": i},
-             "text": " ".join(words[(i * 7 + j) % len(words)] for j in range(30 + 11 * (i % 5)))}
-            for i in range(first, first + n)]
+    return [
+        {
+            "id": f"d{i:03d}",
+            "title": f"note {i}",
+            "metadata": {"i": i},
+            "text": " ".join(words[(i * 7 + j) % len(words)] for j in range(30 + 11 * (i % 5))),
+        }
+        for i in range(first, first + n)
+    ]
 
 
 def perturbed(model_dir, path, seed: int):
@@ -49,8 +55,9 @@ def other_embedder(other_model_dir):
 
 @pytest.fixture()
 def collection(tmp_path, tiny_model_dir):
-    col = Collection.create(tmp_path / "col", Embedder(tiny_model_dir, backend="torch-fp32"),
-                            window_tokens=24, overlap_tokens=4)
+    col = Collection.create(
+        tmp_path / "col", Embedder(tiny_model_dir, backend="torch-fp32"), window_tokens=24, overlap_tokens=4
+    )
     col.add(documents(0, 30))
     col.add(documents(30, 10))
     col.delete(["d003", "d031"])
@@ -109,8 +116,9 @@ def test_a_reader_opened_before_follows_the_switch_and_old_generations_keep_thei
     reader.close()
 
 
-def test_writes_made_while_it_embedded_are_carried_into_the_new_generation(collection, other_embedder, tmp_path,
-                                                                           monkeypatch):
+def test_writes_made_while_it_embedded_are_carried_into_the_new_generation(
+    collection, other_embedder, tmp_path, monkeypatch
+):
     other = Collection.open(collection.root)
     take_lock = collection.writer.locked
 
@@ -127,7 +135,8 @@ def test_writes_made_while_it_embedded_are_carried_into_the_new_generation(colle
     fresh = built_with(tmp_path, other_embedder, set(collection.ids()))
     assert ranking(collection) == ranking(fresh)
     assert sorted(p.name for p in (collection.root / SEGMENTS_DIR).iterdir()) == sorted(
-        p.ref.name for p in collection.reader.current().parts)  # nothing staged is left behind
+        p.ref.name for p in collection.reader.current().parts
+    )  # nothing staged is left behind
     fresh.close()
     other.close()
 

@@ -19,13 +19,25 @@ from retriever.storage.catalog_url import PASSWORD_ENV, PASSWORD_FILE_ENV
 
 REPO = Path(__file__).resolve().parents[3]
 DOCS = [
-    {"id": "tea", "title": "Green tea", "text": "Green tea is steamed right after picking. " * 30,
-     "metadata": {"lang": "en", "year": 2021, "tags": {"kind": "drink"}}},
-    {"id": "coffee", "title": "Coffee", "text": "Coffee beans are roasted at high temperature.",
-     "metadata": {"lang": "en", "year": 2019}},
+    {
+        "id": "tea",
+        "title": "Green tea",
+        "text": "Green tea is steamed right after picking. " * 30,
+        "metadata": {"lang": "en", "year": 2021, "tags": {"kind": "drink"}},
+    },
+    {
+        "id": "coffee",
+        "title": "Coffee",
+        "text": "Coffee beans are roasted at high temperature.",
+        "metadata": {"lang": "en", "year": 2019},
+    },
     {"id": "kaffee", "title": "Kaffee", "text": "Kaffee wird geröstet.", "metadata": {"lang": "de", "year": 2020}},
-    {"id": "rivers", "title": "Rivers", "text": "Rivers flow into the sea through deltas.",
-     "metadata": {"lang": "en", "year": "unknown", "größe": 3}},
+    {
+        "id": "rivers",
+        "title": "Rivers",
+        "text": "Rivers flow into the sea through deltas.",
+        "metadata": {"lang": "en", "year": "unknown", "größe": 3},
+    },
 ]
 
 
@@ -123,8 +135,9 @@ def test_a_password_in_the_url_never_lands_on_disk(postgres_server, tiny_embedde
         assert password not in done.stdout + done.stderr and quoted not in done.stdout + done.stderr
 
 
-def test_a_wrong_password_is_an_error_that_does_not_show_it(postgres_server, postgres_url, tiny_embedder, tmp_path,
-                                                             monkeypatch):
+def test_a_wrong_password_is_an_error_that_does_not_show_it(
+    postgres_server, postgres_url, tiny_embedder, tmp_path, monkeypatch
+):
     Collection.create(tmp_path / "col", tiny_embedder, catalog_url=postgres_url).close()
     wrong = "Wr0ng-pa55word-" + postgres_server.password[:4]
     monkeypatch.setenv(PASSWORD_ENV, wrong)
@@ -152,8 +165,11 @@ def test_incremental_indexing_and_prune_on_each_catalog(catalog_url, tiny_embedd
 
     folder = tmp_path / "notes 100%_done"  # LIKE wildcards in the source prefix must match literally
     folder.mkdir()
-    for name, text in [("a.txt", "Rivers flow into the sea."), ("b.md", "# Tea\nGreen tea is steamed."),
-                       ("c.txt", "Mountains rise above the clouds.")]:
+    for name, text in [
+        ("a.txt", "Rivers flow into the sea."),
+        ("b.md", "# Tea\nGreen tea is steamed."),
+        ("c.txt", "Mountains rise above the clouds."),
+    ]:
         (folder / name).write_text(text)
     (tmp_path / "notes 1000_done").mkdir()  # a sibling that a wildcard would take for the folder
     (tmp_path / "notes 1000_done" / "d.txt").write_text("Databases store rows.")

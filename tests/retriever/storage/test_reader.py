@@ -39,8 +39,9 @@ def test_no_file_of_a_removed_segment_goes_while_the_folder_keeps_its_name(tmp_p
     assert not [p for p in (tmp_path / "col" / SEGMENTS_DIR).iterdir()]  # the renamed folders are gone too
 
 
-def test_a_reader_whose_segment_is_removed_while_it_loads_moves_to_the_next_generation(tmp_path, tiny_model_dir,
-                                                                                         monkeypatch):
+def test_a_reader_whose_segment_is_removed_while_it_loads_moves_to_the_next_generation(
+    tmp_path, tiny_model_dir, monkeypatch
+):
     writer = three_segments(tmp_path / "col", tiny_model_dir)
     reader = Collection.open(tmp_path / "col")
     assert len(reader.search("river", k=20)) == 9  # the reader holds the three segments' generation
@@ -63,7 +64,8 @@ def test_a_reader_whose_segment_is_removed_while_it_loads_moves_to_the_next_gene
 
 
 def test_a_reader_whose_deletion_file_goes_between_its_check_and_its_read_moves_to_the_next_generation(
-        tmp_path, tiny_model_dir, monkeypatch):
+    tmp_path, tiny_model_dir, monkeypatch
+):
     """A writer's clean-up unlinks an old generation's deletion file on its own (no folder rename): a reader
     that found the file and then failed to read it takes the newer generation, never reports damage."""
     from retriever.storage import segment as segment_module

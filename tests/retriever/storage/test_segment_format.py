@@ -20,8 +20,9 @@ def written(folder: Path) -> dict:
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(3, 8)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    data = SegmentData.from_documents([1, 2], ["Tea", ""], ["tea and rivers", "the sea rises"],
-                                      [[(0, 3), (4, 14)], [(0, 13)]], vectors, Analyzer())
+    data = SegmentData.from_documents(
+        [1, 2], ["Tea", ""], ["tea and rivers", "the sea rises"], [[(0, 3), (4, 14)], [(0, 13)]], vectors, Analyzer()
+    )
     return data.write(folder, IndexPolicy())
 
 

@@ -21,7 +21,10 @@ def text(i: int, n: int = 12) -> str:
 
 
 def docs(start: int, n: int, **extra) -> list[dict]:
-    return [{"id": f"d{i:04d}", "title": f"T{i % 9}", "text": text(i), "metadata": {"g": i % 4, **extra}} for i in range(start, start + n)]
+    return [
+        {"id": f"d{i:04d}", "title": f"T{i % 9}", "text": text(i), "metadata": {"g": i % 4, **extra}}
+        for i in range(start, start + n)
+    ]
 
 
 def unit_rows(n: int, dim: int, seed: int) -> np.ndarray:
@@ -103,9 +106,7 @@ def test_results_equal_a_fresh_single_segment_build(layered, tmp_path, tiny_embe
 def test_bm25_scores_use_collection_wide_statistics(layered):
     """Per-segment BM25 equals one index built from the live documents alone (pinned against bm25s elsewhere)."""
     live = {doc_id: layered.get(doc_id) for doc_id in layered.ids()}
-    reference = BM25Index.empty().updated(
-        [], [(i, layered.analyzer(f"{d.title}\n{d.text}")) for i, d in live.items()]
-    )
+    reference = BM25Index.empty().updated([], [(i, layered.analyzer(f"{d.title}\n{d.text}")) for i, d in live.items()])
     query = "tea rivers replaced item33"
     expected = dict(reference.top(layered.analyzer(query), 100))
     got = {h.id: h.score for h in layered.search(query, k=100, mode="bm25")}
@@ -151,7 +152,9 @@ def test_compact_packs_segments_into_the_fewest_under_the_largest_segment_size(t
     assert len(clean) == 1
     assert col.compact(max_segment_chunks=200)["segments_after"] == 2  # 190 + 190 would pass 200
     parts = col.reader.current().parts
-    assert clean[0] in [p.ref.name for p in parts] and set(names).isdisjoint(set([p.ref.name for p in parts]) - set(clean))
+    assert clean[0] in [p.ref.name for p in parts] and set(names).isdisjoint(
+        set([p.ref.name for p in parts]) - set(clean)
+    )
     assert all(p.n_live_docs == p.segment.n_docs for p in parts) and sum(p.n_live_chunks for p in parts) == 380
     assert col.compact()["segments_after"] == 1  # the default, a million chunks, holds them all
     with pytest.raises(BadInputError, match="max_segment_chunks"):
@@ -208,10 +211,13 @@ def test_small_segments_merge_at_the_small_fan_in(tmp_path, tiny_embedder):
     col.close()
 
 
-@pytest.mark.parametrize("cap, size, commits, sizes", [
-    (200, 20, 9, [20, 160]),  # a tier whose full merge may pass the cap (64 to 256 here): two merge once they fit
-    (100, 40, 4, [40, 40, 80]),  # four of a tier too large together: the two smallest merge
-])
+@pytest.mark.parametrize(
+    "cap, size, commits, sizes",
+    [
+        (200, 20, 9, [20, 160]),  # a tier whose full merge may pass the cap (64 to 256 here): two merge once they fit
+        (100, 40, 4, [40, 40, 80]),  # four of a tier too large together: the two smallest merge
+    ],
+)
 def test_segments_near_the_merge_cap_merge_in_fewer_at_once(cap, size, commits, sizes, tmp_path, tiny_embedder):
     """Without it, the first left 20, 80 and 80 (four of 80 would pass the cap), the second four of 40."""
     policy = MergePolicy(factor=4, floor_chunks=1, max_commit_merge_chunks=cap)
@@ -420,7 +426,10 @@ def test_many_query_vectors_rank_as_each_alone(layered):
     vectors = layered.embed(QUERIES)
     for k in (1, 7, 500):  # 500: more than there are chunks, so every query widens to all of them
         together = dense_rankings(view, vectors, k, None, False, layered.index_policy)
-        alone = [dense_rankings(view, vectors[i : i + 1], k, None, False, layered.index_policy)[0] for i in range(len(QUERIES))]
+        alone = [
+            dense_rankings(view, vectors[i : i + 1], k, None, False, layered.index_policy)[0]
+            for i in range(len(QUERIES))
+        ]
         assert [ranked for ranked, _ in together] == [ranked for ranked, _ in alone]
         assert [where for _, where in together] == [where for _, where in alone]
         assert len({tuple(key for key, _ in ranked) for ranked, _ in together}) > 1  # the queries differ
@@ -447,11 +456,17 @@ def test_a_search_batch_keeps_views_and_depths_apart(layered):
     new_view = layered.reader.current()
     assert new_view is not old_view
     vectors = layered.embed(QUERIES[:3])
-    items = [(old_view, vectors[0:1], 5, 5), (new_view, vectors[0:1], 5, 5), (new_view, vectors[1:2], 100, 10),
-             (old_view, vectors[2:3], 100, 100)]
+    items = [
+        (old_view, vectors[0:1], 5, 5),
+        (new_view, vectors[0:1], 5, 5),
+        (new_view, vectors[1:2], 100, 10),
+        (old_view, vectors[2:3], 100, 100),
+    ]
     got = layered.searcher.rank_batch(items)
-    assert got == [dense_rankings(view, vector, depth, None, False, layered.index_policy, shown)[0]
-                   for view, vector, depth, shown in items]
+    assert got == [
+        dense_rankings(view, vector, depth, None, False, layered.index_policy, shown)[0]
+        for view, vector, depth, shown in items
+    ]
     assert got[0] != got[1]  # the deletion shows in the newer view only
 
 
@@ -493,7 +508,9 @@ def test_segments_below_the_ivf_size_merge_once_together_they_would_get_full_lis
     of full lists at the next commit."""
     dim = tiny_embedder.dim
     policy = IndexPolicy(ann_min_rows=1500, codes_min_rows=codes_min_rows)
-    col = Collection.create(tmp_path / "col", tiny_embedder, index_policy=policy, merge_policy=MergePolicy(floor_chunks=100))
+    col = Collection.create(
+        tmp_path / "col", tiny_embedder, index_policy=policy, merge_policy=MergePolicy(floor_chunks=100)
+    )
     vectors = unit_rows(2400, dim, 4)
     kinds = []
     for start in range(0, 2400, 800):

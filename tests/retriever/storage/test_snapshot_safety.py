@@ -196,8 +196,12 @@ KILLED_MID_COPY = textwrap.dedent("""
 def test_the_work_folder_of_a_killed_snapshot_is_swept_once_its_process_is_gone(tmp_path, tiny_model_dir):
     with Collection.create(tmp_path / "col", tiny_model_dir) as col:
         col.add(DOCS)
-    killed = subprocess.run([sys.executable, "-c", KILLED_MID_COPY, str(tmp_path / "col"), str(tmp_path / "snap")],
-                            cwd=REPO, capture_output=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_COPY, str(tmp_path / "col"), str(tmp_path / "snap")],
+        cwd=REPO,
+        capture_output=True,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr.decode()[-2000:]
     (left,) = tmp_path.glob(".snap.partial-*")
     assert (left / "catalog.sqlite").is_file()  # it got as far as the catalog

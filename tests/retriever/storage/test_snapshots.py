@@ -22,7 +22,8 @@ from tests.postgres import catalog_url, postgres_server, postgres_url  # noqa: F
 REPO = Path(__file__).resolve().parents[3]
 BATCH = 5
 
-WRITER = textwrap.dedent("""
+WRITER = textwrap.dedent(
+    """
     import sys
     from pathlib import Path
     from retriever import Collection
@@ -36,7 +37,9 @@ WRITER = textwrap.dedent("""
             if batch %% 3 == 0:
                 col.delete([f"w{batch - 1}-{i}" for i in range(%d)])
                 col.compact()
-""" % (BATCH, BATCH))
+"""
+    % (BATCH, BATCH)
+)
 
 
 def consistent(path: Path) -> Collection:
@@ -59,8 +62,9 @@ def test_snapshots_while_another_process_commits_deletes_and_merges(tmp_path, ti
     env = dict(os.environ)
     if catalog_url:  # the writer process may send the catalog's password to this server
         env["SEMSEARCH_CATALOG_HOSTS"] = make_url(catalog_url).host
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(source), str(stop)], cwd=REPO, env=env,
-                              stderr=subprocess.PIPE)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(source), str(stop)], cwd=REPO, env=env, stderr=subprocess.PIPE
+    )
     reports: list[SnapshotReport] = []
     try:
         with Collection.open(source) as col:
@@ -109,8 +113,12 @@ def test_a_snapshot_flushes_every_file_and_folder_of_its_taggers_and_models(tmp_
     source = tmp_path / "col"
     with Collection.create(source, tiny_model_dir) as col:
         col.add([{"id": f"d{i}", "text": f"document {i}"} for i in range(BATCH)])
-        for path in ("taggers/topic/weights.npy", "taggers/topic/meta.json", "models/adapted-g1/config.json",
-                     "models/adapted-g1/tokenizer/vocab.txt"):
+        for path in (
+            "taggers/topic/weights.npy",
+            "taggers/topic/meta.json",
+            "models/adapted-g1/config.json",
+            "models/adapted-g1/tokenizer/vocab.txt",
+        ):
             (source / path).parent.mkdir(parents=True, exist_ok=True)
             (source / path).write_text(f"contents of {path}")
         flushed = []
@@ -129,8 +137,10 @@ def test_restore_makes_a_live_collection_and_leaves_the_snapshot_alone(tmp_path,
     with Collection.create(tmp_path / "col", tiny_model_dir) as col:
         col.add([{"id": f"d{i}", "text": f"written in batch 0, document {i}"} for i in range(BATCH)])
         col.delete(["d0"])
-        col.add([{"id": "d0", "text": "written in batch 1, the document again"}] + [
-            {"id": f"e{i}", "text": f"written in batch 1, document {i}"} for i in range(BATCH)])
+        col.add(
+            [{"id": "d0", "text": "written in batch 1, the document again"}]
+            + [{"id": f"e{i}", "text": f"written in batch 1, document {i}"} for i in range(BATCH)]
+        )
         report = col.snapshot(tmp_path / "snap")
         expected = [(h.id, h.score) for h in col.search("document again", k=4, mode="bm25")]
     segment_file = next((tmp_path / "snap" / "segments").glob("*/text.bin"))
@@ -176,7 +186,9 @@ def test_a_collection_switched_to_its_own_adapted_model_is_whole_without_its_sou
         expected = [(h.id, round(h.score, 5)) for h in col.search("rivers document 3", k=5, mode="dense")]
         col.snapshot(tmp_path / "snap")
     shutil.rmtree(source)
-    assert Manifest.load(tmp_path / "snap").model["name"] == str((tmp_path / "snap" / "models" / "adapted-g1").resolve())
+    assert Manifest.load(tmp_path / "snap").model["name"] == str(
+        (tmp_path / "snap" / "models" / "adapted-g1").resolve()
+    )
     with Collection.open(tmp_path / "snap") as snap:
         assert [(h.id, round(h.score, 5)) for h in snap.search("rivers document 3", k=5, mode="dense")] == expected
     Collection.restore(tmp_path / "snap", tmp_path / "live").close()

@@ -59,10 +59,14 @@ def write_format_1(path: Path, embedder) -> dict[str, np.ndarray]:
         written[doc_id] = vectors
         ids = np.arange(next_id, next_id + len(chunks), dtype=np.int64)
         index.add_with_ids(vectors, ids)
-        db.execute("INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, 0)",
-                   (doc_id, title, text, json.dumps(meta), doc.content_hash(), len(chunks)))
+        db.execute(
+            "INSERT INTO documents VALUES (?, ?, ?, ?, ?, ?, 0)",
+            (doc_id, title, text, json.dumps(meta), doc.content_hash(), len(chunks)),
+        )
         for ordinal, (chunk_id, chunk) in enumerate(zip(ids, chunks)):
-            db.execute("INSERT INTO chunks VALUES (?, ?, ?, ?, ?)", (int(chunk_id), doc_id, ordinal, chunk.start, chunk.end))
+            db.execute(
+                "INSERT INTO chunks VALUES (?, ?, ?, ?, ?)", (int(chunk_id), doc_id, ordinal, chunk.start, chunk.end)
+            )
         next_id += len(chunks) + 5
     collection_uuid = str(uuid.uuid4())
     db.execute("INSERT INTO state VALUES (1, ?, 7, ?, 0)", (collection_uuid, next_id))
@@ -72,10 +76,16 @@ def write_format_1(path: Path, embedder) -> dict[str, np.ndarray]:
     faiss.write_index(index, str(path / "index" / "vectors.7.faiss"))
     (path / "index" / "bm25.7.npz").write_bytes(b"format-1 bm25")
     manifest = {
-        "uuid": collection_uuid, "created_at": "2026-01-01T00:00:00+00:00", "model": embedder.identity(),
-        "chunking": chunker.settings(), "index": {"library": "faiss", "factory": "IDMap2,Flat", "metric": "inner_product"},
-        "catalog_url": None, "bm25": {"k1": 0.9, "b": 0.4, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
-        "format": "semsearch-collection", "format_version": 1, "extra": {},
+        "uuid": collection_uuid,
+        "created_at": "2026-01-01T00:00:00+00:00",
+        "model": embedder.identity(),
+        "chunking": chunker.settings(),
+        "index": {"library": "faiss", "factory": "IDMap2,Flat", "metric": "inner_product"},
+        "catalog_url": None,
+        "bm25": {"k1": 0.9, "b": 0.4, "stemmer": "porter", "stopwords": "en", "fields": "title+text"},
+        "format": "semsearch-collection",
+        "format_version": 1,
+        "extra": {},
     }
     (path / MANIFEST).write_text(json.dumps(manifest))
     return written
@@ -115,7 +125,10 @@ def test_upgrade_keeps_documents_vectors_and_spans(old_vectors, tiny_embedder):
     assert [h.id for h in col.search("rivers deltas", k=1, mode="bm25")] == ["long"]
     assert [h.id for h in col.search("tea", k=5, where={"lang": "de"})] == ["long"]
     assert not (old / "index").exists() and (old / SEGMENTS_DIR).is_dir()
-    tables = {r[0] for r in sqlite3.connect(old / "catalog.sqlite").execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    tables = {
+        r[0]
+        for r in sqlite3.connect(old / "catalog.sqlite").execute("SELECT name FROM sqlite_master WHERE type='table'")
+    }
     assert not tables & {"documents", "chunks", "state"}
     col.add({"id": "new", "text": "a document added after the conversion"})
     assert len(col) == 4
@@ -140,11 +153,14 @@ def test_an_interrupted_conversion_leaves_format_1_and_a_rerun_finishes(old, tin
 
 
 def test_semsearch_upgrade_command(old):
-    run = subprocess.run([sys.executable, "-m", "app.cli", "upgrade", "-c", str(old), "-q"],
-                         cwd=REPO, capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "app.cli", "upgrade", "-c", str(old), "-q"], cwd=REPO, capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     assert "from format version 1 to 2" in run.stderr
-    info = subprocess.run([sys.executable, "-m", "app.cli", "info", "-c", str(old)], cwd=REPO, capture_output=True, text=True)
+    info = subprocess.run(
+        [sys.executable, "-m", "app.cli", "info", "-c", str(old)], cwd=REPO, capture_output=True, text=True
+    )
     assert info.returncode == 0 and "1 segment: exact" in info.stdout
 
 

@@ -8,8 +8,14 @@ import pytest
 from retriever.errors import CorruptCollectionError
 from retriever.tagging.classifier import EMBEDDING, TFIDF, Tagger, TfidfFeatures, fit_logistic, probabilities
 
-TEXTS = ["the cat sat on the mat", "dogs bark loudly at night", "the cat purrs softly", "a dog runs at night",
-         "the mat and the cat", "night dogs and a dog"] * 3
+TEXTS = [
+    "the cat sat on the mat",
+    "dogs bark loudly at night",
+    "the cat purrs softly",
+    "a dog runs at night",
+    "the mat and the cat",
+    "night dogs and a dog",
+] * 3
 
 
 @pytest.mark.parametrize("labels", [["c", "d"] * 9, ["a", "b", "c"] * 6], ids=["two-classes", "three-classes"])
@@ -53,13 +59,17 @@ def test_a_stored_tagger_predicts_the_same():
     assert set(labels) <= {"a", "b", "c"} and np.all((probs > 1 / 3) & (probs <= 1))
 
 
-@pytest.mark.parametrize("damage", [
-    lambda d: d.pop("coef"),
-    lambda d: d.update(method="svm"),
-    lambda d: d.update(coef=[[1.0, 2.0]]),
-    lambda d: d.update(classes=["only"]),
-    lambda d: d.update(method=TFIDF),  # tfidf without its vocabulary
-], ids=["missing", "method", "shape", "one-class", "no-vocabulary"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda d: d.pop("coef"),
+        lambda d: d.update(method="svm"),
+        lambda d: d.update(coef=[[1.0, 2.0]]),
+        lambda d: d.update(classes=["only"]),
+        lambda d: d.update(method=TFIDF),  # tfidf without its vocabulary
+    ],
+    ids=["missing", "method", "shape", "one-class", "no-vocabulary"],
+)
 def test_an_inconsistent_tagger_is_refused(damage):
     data = tagger().to_dict()
     damage(data)

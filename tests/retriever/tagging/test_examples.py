@@ -16,11 +16,14 @@ def write_jsonl(path, records):
 
 
 def test_jsonl_ids_and_free_text(tmp_path):
-    path = write_jsonl(tmp_path / "ex.jsonl", [
-        {"id": "a", "label": "x"},
-        {"text": "free text", "title": "T", "label": "y"},
-        {"id": "a", "label": "x"},  # the same pair again counts once
-    ])
+    path = write_jsonl(
+        tmp_path / "ex.jsonl",
+        [
+            {"id": "a", "label": "x"},
+            {"text": "free text", "title": "T", "label": "y"},
+            {"id": "a", "label": "x"},  # the same pair again counts once
+        ],
+    )
     assert read_examples(path) == [
         Example("x", doc_id="a", where="ex.jsonl:1"),
         Example("y", text="free text", title="T", where="ex.jsonl:2"),
@@ -29,28 +32,46 @@ def test_jsonl_ids_and_free_text(tmp_path):
 
 def test_csv_with_header_and_integer_labels_in_jsonl(tmp_path):
     csv_path = tmp_path / "ex.csv"
-    csv_path.write_text("label,id,text\ngood,d1,\nbad,,\"broken, and late\"\n\n", encoding="utf-8")
+    csv_path.write_text('label,id,text\ngood,d1,\nbad,,"broken, and late"\n\n', encoding="utf-8")
     assert [(e.label, e.doc_id, e.text) for e in read_examples(csv_path)] == [
-        ("good", "d1", None), ("bad", None, "broken, and late")]
+        ("good", "d1", None),
+        ("bad", None, "broken, and late"),
+    ]
     path = write_jsonl(tmp_path / "ints.jsonl", [{"id": "a", "label": 0}, {"id": "b", "label": 1}])
     assert [e.label for e in read_examples(path)] == [0, 1]
 
 
-@pytest.mark.parametrize("records, message", [
-    ([{"id": "a", "text": "t", "label": "x"}], "not both"),
-    ([{"label": "x"}], "not neither"),
-    ([{"id": "a"}], "label must be a string or an integer, got missing"),
-    ([{"id": "a", "label": 1.5}], "got a float"),
-    ([{"id": "a", "label": True}], "got a bool"),
-    ([{"id": "a", "label": " "}], "label is empty"),
-    ([{"text": "  ", "label": "x"}], "text is empty"),
-    ([{"id": "a", "label": "x", "lable": "y"}], "unknown field"),
-    ([{"id": "a", "label": "x"}, {"id": "b", "label": "x"}], "at least two labels"),
-    ([{"id": "a", "label": "x"}, {"id": "b", "label": 2}], "mix strings and integers"),
-    ([{"id": "a", "label": "x"}, {"id": "a", "label": "y"}], "labelled 'y' here and 'x' at ex.jsonl:1"),
-    ([{"id": "a\nb", "label": "x"}, {"id": "b", "label": "y"}], "control character"),
-], ids=["both", "neither", "no-label", "float-label", "bool-label", "blank-label", "blank-text", "typo",
-        "one-label", "mixed-types", "conflict", "bad-id"])
+@pytest.mark.parametrize(
+    "records, message",
+    [
+        ([{"id": "a", "text": "t", "label": "x"}], "not both"),
+        ([{"label": "x"}], "not neither"),
+        ([{"id": "a"}], "label must be a string or an integer, got missing"),
+        ([{"id": "a", "label": 1.5}], "got a float"),
+        ([{"id": "a", "label": True}], "got a bool"),
+        ([{"id": "a", "label": " "}], "label is empty"),
+        ([{"text": "  ", "label": "x"}], "text is empty"),
+        ([{"id": "a", "label": "x", "lable": "y"}], "unknown field"),
+        ([{"id": "a", "label": "x"}, {"id": "b", "label": "x"}], "at least two labels"),
+        ([{"id": "a", "label": "x"}, {"id": "b", "label": 2}], "mix strings and integers"),
+        ([{"id": "a", "label": "x"}, {"id": "a", "label": "y"}], "labelled 'y' here and 'x' at ex.jsonl:1"),
+        ([{"id": "a\nb", "label": "x"}, {"id": "b", "label": "y"}], "control character"),
+    ],
+    ids=[
+        "both",
+        "neither",
+        "no-label",
+        "float-label",
+        "bool-label",
+        "blank-label",
+        "blank-text",
+        "typo",
+        "one-label",
+        "mixed-types",
+        "conflict",
+        "bad-id",
+    ],
+)
 def test_bad_records_name_their_line(tmp_path, records, message):
     with pytest.raises(BadInputError, match=message) as caught:
         read_examples(write_jsonl(tmp_path / "ex.jsonl", records))

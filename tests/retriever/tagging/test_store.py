@@ -9,7 +9,7 @@ import pytest
 
 from retriever.errors import CorruptCollectionError
 from retriever.tagging.classifier import Tagger
-from retriever.tagging.store import load_tagger, load_taggers, remove_tagger, save_tagger, tagger_path
+from retriever.tagging.store import load_tagger, load_taggers, save_tagger, tagger_path
 
 
 def tagger(field: str) -> Tagger:
@@ -24,7 +24,6 @@ def test_round_trip_with_any_field_name(tmp_path):
     assert sorted(loaded) == sorted(names)
     assert all(p.parent == tmp_path / "taggers" for p in (tagger_path(tmp_path, n) for n in names))
     assert load_tagger(tmp_path, "topic").classes == ["a", "b"] and load_tagger(tmp_path, "none") is None
-    assert remove_tagger(tmp_path, "topic") and not remove_tagger(tmp_path, "topic")
 
 
 def test_a_flipped_byte_is_found(tmp_path):

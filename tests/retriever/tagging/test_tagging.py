@@ -26,15 +26,19 @@ def vectors_around(axis: int, n: int, seed: int) -> np.ndarray:
 
 
 def documents(prefix: str, n: int, metadata=None) -> list[dict]:
-    return [{"id": f"{prefix}{i}", "text": f"{prefix} document number {i}", "metadata": dict(metadata or {})}
-            for i in range(n)]
+    return [
+        {"id": f"{prefix}{i}", "text": f"{prefix} document number {i}", "metadata": dict(metadata or {})}
+        for i in range(n)
+    ]
 
 
 @pytest.fixture()
 def col(tmp_path, tiny_embedder, catalog_url):
     collection = Collection.create(tmp_path / "col", tiny_embedder, catalog_url=catalog_url)
-    collection.add(documents("n", PER_SIDE, {"lang": "en"}) + documents("s", PER_SIDE),
-                   vectors=np.concatenate([vectors_around(0, PER_SIDE, 1), vectors_around(1, PER_SIDE, 2)]))
+    collection.add(
+        documents("n", PER_SIDE, {"lang": "en"}) + documents("s", PER_SIDE),
+        vectors=np.concatenate([vectors_around(0, PER_SIDE, 1), vectors_around(1, PER_SIDE, 2)]),
+    )
     yield collection
     collection.close()
 
@@ -61,15 +65,23 @@ def test_indexing_the_same_documents_again_does_no_work_and_keeps_tags(col):
     assert report.unchanged == [f"n{i}" for i in range(PER_SIDE)]
     assert col.get("n5").metadata["side"] == "north"
     col.upsert([{"id": "n5", "text": "n document number 5", "metadata": {"lang": "fr"}}])  # metadata alone
-    assert col.get("n5").metadata == {"lang": "fr", "side": "north", "side_probability": pytest.approx(
-        col.get("n6").metadata["side_probability"], abs=0.2)}
+    assert col.get("n5").metadata == {
+        "lang": "fr",
+        "side": "north",
+        "side_probability": pytest.approx(col.get("n6").metadata["side_probability"], abs=0.2),
+    }
 
 
 def test_new_documents_are_tagged_at_commit_and_owners_values_kept(col):
     col.tag("side", EXAMPLES, method="embedding")
-    col.add([{"id": "new-n", "text": "fresh"}, {"id": "new-s", "text": "fresh too"},
-             {"id": "mine", "text": "mine", "metadata": {"side": "east"}}],
-            vectors=np.concatenate([vectors_around(0, 1, 5), vectors_around(1, 1, 6), vectors_around(0, 1, 7)]))
+    col.add(
+        [
+            {"id": "new-n", "text": "fresh"},
+            {"id": "new-s", "text": "fresh too"},
+            {"id": "mine", "text": "mine", "metadata": {"side": "east"}},
+        ],
+        vectors=np.concatenate([vectors_around(0, 1, 5), vectors_around(1, 1, 6), vectors_around(0, 1, 7)]),
+    )
     assert col.get("new-n").metadata["side"] == "north" and col.get("new-s").metadata["side"] == "south"
     assert col.get("mine").metadata == {"side": "east"}
     assert col.stale_tags("side") == []
@@ -107,8 +119,10 @@ def _stored(col) -> dict:
 
 
 def test_tfidf_method_tags_by_words(col):
-    col.upsert([{"id": f"w{i}", "text": f"{word} {word} report {i}"} for i, word in
-                enumerate(["volcano", "glacier"] * 6)], vectors=vectors_around(2, 12, 4))
+    col.upsert(
+        [{"id": f"w{i}", "text": f"{word} {word} report {i}"} for i, word in enumerate(["volcano", "glacier"] * 6)],
+        vectors=vectors_around(2, 12, 4),
+    )
     examples = [{"id": f"w{i}", "label": "hot" if i % 2 == 0 else "cold"} for i in range(4)]
     report = col.tag("climate", examples, method="tfidf")
     assert report.method == "tfidf"
