@@ -19,7 +19,7 @@ help:
 	@echo "make lint      ruff check and ruff format --check; make format applies the fixes and the formatter"
 	@echo "make test-all  run every test, slow ones included"
 	@echo "make fuzz      the hostile-input suite, long run (HYPOTHESIS_PROFILE=fuzz): HTTP, Python API, filters, files,"
-	@echo "               crafted snapshot folders, snapshot destinations, redirecting servers"
+	@echo "               archives, damaged Office files, crafted snapshot folders, snapshot destinations, redirecting servers"
 	@echo "make soak      SOAK_MINUTES (default 30) of searches, writes, compactions and snapshots on loopback,"
 	@echo "               server and writer SIGKILLed at random; checks every acknowledged write (runs/soak/)"
 	@echo "make bench     every benchmark below: quality, speed, scale and Ray (run them on a quiet machine)"

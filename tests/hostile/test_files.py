@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import warnings
 import zipfile
 
 import pytest
@@ -268,3 +269,111 @@ def test_hostile_archives_are_refused_by_member_and_leave_nothing_behind(col, ma
     assert len(report.skipped) == expected["refused"], report.summary()
     assert report.indexed + len(report.written.unchanged) == expected["read"], report.summary()
     assert all("\n" not in error.reason and error.source.startswith(str(folder.resolve())) for error in report.skipped)
+
+
+# -- generated containers and damaged real documents ------------------------------------------------------
+member_names = st.one_of(
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=12),
+    st.sampled_from(["../escape.txt", "/abs.txt", "a/../../b.txt", "dir/", "same.txt", "x" * 300]),
+)
+member_bodies = st.one_of(
+    st.binary(max_size=120),
+    hostile_text.map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.just(b"plain words about rivers\n"),
+    st.binary(max_size=60).map(gzip.compress),
+)
+
+
+def _zip_of(members: list[tuple[str, bytes]], nested_zip: bool) -> bytes:
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w") as archive:
+        warnings.simplefilter("ignore")  # duplicate member names are part of what is generated
+        for name, body in members:
+            archive.writestr(name, body)
+        if nested_zip:
+            archive.writestr("inner.zip", _zip_of(members[:2], False))
+    return buffer.getvalue()
+
+
+def _tar_of(members: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, body in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(body)
+            archive.addfile(info, io.BytesIO(body))
+    return buffer.getvalue()
+
+
+containers = st.builds(
+    lambda kind, members, nested_zip, cut: (
+        kind,
+        (_zip_of(members, nested_zip) if kind == "zip" else _tar_of(members)),
+        cut,
+    ),
+    st.sampled_from(["zip", "tar"]),
+    st.lists(st.tuples(member_names, member_bodies), min_size=1, max_size=4),
+    st.booleans(),
+    st.one_of(st.none(), st.floats(0.05, 0.95)),
+)
+
+
+def _loaded(path) -> list:
+    """Everything ``load_path`` yields for ``path``, each item checked: a document or a one-line reason."""
+    items = list(load_path(path))
+    for item in items:
+        if isinstance(item, LoadError):
+            assert item.reason and "\n" not in item.reason, item
+        else:
+            assert item.metadata.get("source", item.id).startswith(str(path.resolve())), item.id
+    return items
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(container=containers, suffix=st.sampled_from([".zip", ".tgz", ".docx", ".xlsx", ".pdf", ".txt", ""]))
+def test_generated_archives_load_or_are_refused_with_a_reason_and_leave_no_member_behind(
+    container, suffix, tmp_path_factory, monkeypatch
+):
+    kind, data, cut = container
+    folder = tmp_path_factory.mktemp("archive")
+    scratch = tmp_path_factory.mktemp("scratch")
+    path = folder / f"generated{suffix}"  # the name may lie about what the bytes are
+    path.write_bytes(data if cut is None else data[: int(len(data) * cut)])
+    with case("archives"), monkeypatch.context() as patch:
+        patch.setattr(tempfile, "tempdir", str(scratch))
+        _loaded(path)
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def office_files(tmp_path_factory) -> dict[str, bytes]:
+    """Real documents written by their formats' own libraries: a Word file and a workbook."""
+    import docx
+    import openpyxl
+
+    folder = tmp_path_factory.mktemp("office")
+    document = docx.Document()
+    document.add_heading("Rivers", level=1)
+    document.add_paragraph("Rivers carry silt to their deltas. " * 20)
+    document.save(folder / "real.docx")
+    book = openpyxl.Workbook()
+    for row in range(40):
+        book.active.append([f"river {row}", row * 10, "a long description of the river " * 3])
+    book.save(folder / "real.xlsx")
+    return {suffix: (folder / f"real{suffix}").read_bytes() for suffix in (".docx", ".xlsx")}
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    suffix=st.sampled_from([".docx", ".xlsx"]),
+    cut=st.floats(0.0, 1.0),
+    flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)), max_size=6),
+)
+def test_damaged_office_files_load_or_are_refused_with_a_reason(office_files, suffix, cut, flips, tmp_path_factory):
+    data = bytearray(office_files[suffix][: max(1, int(len(office_files[suffix]) * cut))])
+    for where, mask in flips:  # damage inside the compressed parts as well as in the ZIP's directory
+        data[min(len(data) - 1, int(len(data) * where))] ^= mask
+    path = tmp_path_factory.mktemp("damaged") / f"damaged{suffix}"
+    path.write_bytes(bytes(data))
+    with case("office"):
+        _loaded(path)
