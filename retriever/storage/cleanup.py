@@ -13,10 +13,12 @@ import shutil
 import sqlite3
 import stat
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 from urllib.parse import quote
 
-from retriever.errors import BadInputError
+from filelock import FileLock, Timeout
+
+from retriever.errors import BadInputError, CollectionLockedError
 from retriever.storage.atomic import fsync_dir
 from retriever.storage.catalog import CatalogState
 from retriever.storage.generations import HEAD_FILE, read_head
@@ -31,6 +33,26 @@ REMOVING_PREFIX = ".removing-"  # a segment folder on its way out (``remove_segm
 TAGGERS_DIR = "taggers"  # trained taggers (retriever.tagging.store)
 MODELS_DIR = "models"  # models adapted to the collection (``semsearch adapt -c``)
 OWN_FILES = {MANIFEST, DEFAULT_CATALOG, LOCK_FILE, SEGMENTS_DIR, HEAD_FILE, TAGGERS_DIR, MODELS_DIR}
+
+
+@contextlib.contextmanager
+def writer_lock_held(root: Path, timeout: float) -> Iterator[None]:
+    """Hold the collection's writer lock (``LOCK_FILE``) for work that rewrites it outside a ``Writer``: upgrades.
+
+    Raises:
+        CollectionLockedError: Another process held the lock for ``timeout`` seconds; nothing was changed.
+    """
+    lock = FileLock(str(Path(root) / LOCK_FILE), timeout=timeout)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise CollectionLockedError(
+            f"{root} is being written by another process (waited {timeout:.0f}s); nothing was changed"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def remove_unreferenced(root: Path, state: CatalogState) -> None:

@@ -21,13 +21,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from filelock import FileLock, Timeout
 from sqlalchemy import Text, cast, delete, insert, or_, select
 from tqdm import tqdm
 
-from retriever.errors import CollectionLockedError
 from retriever.storage.catalog import Catalog, documents, fields
-from retriever.storage.cleanup import LOCK_FILE
+from retriever.storage.cleanup import writer_lock_held
 from retriever.storage.metadata_index import FIELDS_FORMAT, field_rows, format_query, format_row
 
 _BATCH = 500  # documents per transaction (and per IN (...) clause)
@@ -62,14 +60,7 @@ def index_list_fields(root: Path, catalog: Catalog, progress: bool = True, lock_
     Raises:
         CollectionLockedError: Another process held the writer's lock for ``lock_timeout`` seconds.
     """
-    lock = FileLock(str(Path(root) / LOCK_FILE), timeout=lock_timeout)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise CollectionLockedError(
-            f"{root} is being written by another process (waited {lock_timeout:.0f}s); nothing was changed"
-        ) from None
-    try:
+    with writer_lock_held(root, lock_timeout):
         if fields_format(catalog) >= FIELDS_FORMAT:
             return 0
         with catalog.engine.connect() as conn:
@@ -83,8 +74,6 @@ def index_list_fields(root: Path, catalog: Catalog, progress: bool = True, lock_
         with catalog.engine.begin() as conn:
             conn.execute(insert(fields).values(**format_row()))
         return rebuilt
-    finally:
-        lock.release()
 
 
 def _candidates(conn: Any) -> list[int]:

@@ -16,12 +16,10 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-from filelock import FileLock, Timeout
 from tqdm import tqdm
 
-from retriever.errors import CollectionLockedError
 from retriever.storage.atomic import atomic_write_text, write_durably
-from retriever.storage.cleanup import LOCK_FILE
+from retriever.storage.cleanup import writer_lock_held
 from retriever.storage.int8_files import Int8Rows, write_int8_rows
 from retriever.storage.integrity import crc32_of
 from retriever.storage.paging import read_ahead
@@ -59,20 +57,11 @@ def add_int8_rows(
     Raises:
         CollectionLockedError: Another process held the writer's lock for ``lock_timeout`` seconds.
     """
-    lock = FileLock(str(Path(root) / LOCK_FILE), timeout=lock_timeout)
-    try:
-        lock.acquire()
-    except Timeout:
-        raise CollectionLockedError(
-            f"{root} is being written by another process (waited {lock_timeout:.0f}s); nothing was changed"
-        ) from None
-    try:
+    with writer_lock_held(root, lock_timeout):
         folders = segments_without_int8(root)
         for folder in tqdm(folders, unit="segment", desc="int8 rows", disable=not progress or not folders):
             _add_to(folder, quantize)
         return len(folders)
-    finally:
-        lock.release()
 
 
 def _add_to(folder: Path, quantize: Callable[[np.ndarray], Int8Rows]) -> None:
