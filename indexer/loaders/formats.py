@@ -55,7 +55,7 @@ READERS: dict[str, Reader] = {
     "txt": _at("formats", "read_text"),
     "md": _at("formats", "read_markdown"),
     "html": _at("formats", "read_html"),
-    "pdf": Reader((("indexer.loaders.pdf", "read_pdf"), ("indexer.loaders.formats", "read_pdf_text"))),
+    "pdf": _at("pdf", "read_pdf"),
     "jsonl": _at("records", "read_jsonl", context=True),
     "csv": _at("records", "read_csv", context=True),
     "docx": _at("office", "read_docx"),
@@ -211,13 +211,6 @@ def read_markdown(path: Path, source: str, stem: str) -> Iterator[Document]:
 def read_html(path: Path, source: str, stem: str) -> Iterator[Document]:
     """An HTML (or XML) file as one document: its text, titled by ``<title>`` or the first ``<h1>``."""
     yield _text_file(path, source, stem, "html")
-
-
-def read_pdf_text(path: Path, source: str, stem: str) -> Iterator[Document]:
-    """A PDF's text layer as one document (pypdf); used while ``indexer.loaders.pdf`` is not there."""
-    from indexer.loaders.pdf import pdf_document  # imported on use, as every reader is
-
-    yield pdf_document(_read_bytes(path), source, stem)
 
 
 def _text_file(path: Path, source: str, stem: str, fmt: str) -> Document:
