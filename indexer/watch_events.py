@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from indexer.loaders import LoadError, is_beir_dir, shown_path, walk
+from indexer.loaders import LoadError, is_beir_dir, walk
+from indexer.loaders.walking import link_outside, selected
 
 
 @dataclass
@@ -178,20 +178,12 @@ class WatchedFolders:
             return True  # a BEIR folder watched itself: walk yields it unfiltered
         if not is_beir_dir(path) and not path.is_file():
             return False  # walk yields regular files, whatever their names (load_path decides what they are)
-        relative = path.relative_to(folder).as_posix()
-
-        def matches(patterns: Sequence[str]) -> bool:
-            return any(fnmatch(relative, pattern) or fnmatch(path.name, pattern) for pattern in patterns)
-
-        if (self.include and not matches(self.include)) or matches(self.exclude):
+        if not selected(path.relative_to(folder).as_posix(), path.name, self.include, self.exclude):
             return False
-        real = os.path.realpath(path)
-        if real != str(folder) and not real.startswith(str(folder).rstrip(os.sep) + os.sep):
-            skipped.append(
-                LoadError(shown_path(path), f"a link to {shown_path(real)}, outside {shown_path(folder)}; not read")
-            )
-            return False
-        return True
+        outside = link_outside(path, str(folder))
+        if outside is not None:
+            skipped.append(outside)
+        return outside is None
 
     def _walk(self, directory: Path, folder: Path, skipped: list[LoadError]) -> list[Path]:
         """The files below a folder that appeared which ``walk`` over ``folder`` would yield."""

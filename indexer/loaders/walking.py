@@ -91,12 +91,12 @@ def _walk_dir(
                 found.extend([here / name] if kind is None else [])
                 passed.extend([(here / name, kind)] if kind else [])
         found.extend(here / name for name in beir)
-    kept = [path for path in found if _selected(path.relative_to(root).as_posix(), path.name, include, exclude)]
-    linked_dirs = [path for path in linked_dirs if _selected(path.relative_to(root).as_posix(), path.name, (), exclude)]
+    kept = [path for path in found if selected(path.relative_to(root).as_posix(), path.name, include, exclude)]
+    linked_dirs = [path for path in linked_dirs if selected(path.relative_to(root).as_posix(), path.name, (), exclude)]
     unread.extend(
         LoadError(shown_path(path), reason, unread=True)
         for path, reason in sorted(passed)
-        if _selected(path.relative_to(root).as_posix(), path.name, (), exclude)
+        if selected(path.relative_to(root).as_posix(), path.name, (), exclude)
     )
     inside = _inside(root, sorted(kept + linked_dirs, key=lambda path: path.relative_to(root).parts), skipped)
     return [path for path in inside if path not in linked_dirs]
@@ -123,16 +123,24 @@ def _inside(root: Path, paths: list[Path], skipped: list[LoadError]) -> list[Pat
     top = real_path(root)
     kept = []
     for path in paths:
-        real = real_path(path)
-        if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+        outside = link_outside(path, top)
+        if outside is None:
             kept.append(path)
         else:
-            reason = f"a link to {shown_path(real)}, outside {shown_path(top)}; not read"
-            skipped.append(LoadError(shown_path(path), reason))
+            skipped.append(outside)
     return kept
 
 
-def _selected(relative: str, name: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+def link_outside(path: Path, top: str) -> LoadError | None:
+    """The error of a path whose real path leaves the real folder ``top`` (a link a walk never follows);
+    ``None`` for a path inside it."""
+    real = real_path(path)
+    if real == top or real.startswith(top.rstrip(os.sep) + os.sep):
+        return None
+    return LoadError(shown_path(path), f"a link to {shown_path(real)}, outside {shown_path(top)}; not read")
+
+
+def selected(relative: str, name: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
     """Whether a path matches any include (or there are none) and no exclude."""
 
     def matches(patterns: Sequence[str]) -> bool:
