@@ -16,12 +16,40 @@ import os
 import sys
 from typing import Sequence
 
-from app.commands import adapting, fill, indexing, keys, maintenance, searching, services, tagging, train, watching
+from app.commands import (
+    adapting,
+    fill,
+    indexing,
+    judging,
+    keys,
+    learning,
+    maintenance,
+    searching,
+    services,
+    sharding,
+    tagging,
+    train,
+    watching,
+)
 from app.commands.base import EXIT_BAD_INPUT, EXIT_FAILURE, EXIT_OK, Parser, UsageError, fail
 from app.commands.services import UI_PASSWORD_ENV
 
 #: The command groups, in the order ``semsearch --help`` lists their commands.
-GROUPS = (indexing, watching, searching, maintenance, tagging, services, keys, train, fill, adapting)
+GROUPS = (
+    indexing,
+    watching,
+    searching,
+    judging,
+    maintenance,
+    sharding,
+    tagging,
+    services,
+    keys,
+    train,
+    fill,
+    adapting,
+    learning,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from indexer.runs import IndexReport, Sightings, walk_targets
 from retriever import Collection, WriteReport
 from retriever.documents import Document
 from retriever.errors import BadInputError
+from retriever.sharding import ShardedCollection
 
 __all__ = ["DEFAULT_BATCH_DOCS", "ENGINES", "MAX_BATCH_CHARS", "IndexReport", "index_paths"]
 
@@ -28,7 +29,7 @@ ENGINES = ("local", "ray")
 
 
 def index_paths(
-    collection: Collection,
+    collection: Collection | ShardedCollection,
     paths: Sequence[str | Path],
     *,
     include: Sequence[str] = (),
@@ -42,7 +43,8 @@ def index_paths(
     ray_address: str | None = None,
     workers: int | None = None,
 ) -> IndexReport:
-    """Index files, directories and BEIR corpora into ``collection``.
+    """Index files, directories and BEIR corpora into ``collection`` (a ``ShardedCollection`` too: each batch
+    is routed by id and its shards written side by side, ``retriever.sharding``; not with ``engine="ray"``).
 
     Args:
         paths: Files or directories; a directory holding ``corpus.jsonl`` is a
@@ -84,6 +86,8 @@ def index_paths(
         max_bytes=max_bytes,
         progress=progress,
     )
+    if engine == "ray" and isinstance(collection, ShardedCollection):
+        raise BadInputError("the Ray engine does not write sharded collections yet; use engine='local'")
     if engine == "ray":
         from indexer.ray_job import index_paths_ray  # Ray is an optional extra
 

@@ -17,6 +17,7 @@ from indexer.loaders.common import MEMBER_SEPARATOR, real_path
 from indexer.loaders.load import unread_file_reason
 from indexer.loaders.report import group_errors
 from retriever import Collection, WriteReport
+from retriever.sharding import ShardedCollection
 
 
 @dataclass
@@ -116,13 +117,13 @@ class Sightings:
         self.seen[doc_id] = source
         return None
 
-    def prune(self, collection: Collection, roots: Iterable[Path]) -> WriteReport:
+    def prune(self, collection: Collection | ShardedCollection, roots: Iterable[Path]) -> WriteReport:
         """``prune`` with this run's ids and failed files."""
         return prune(collection, roots, self.seen, self.failed, self.failed_folders)
 
 
 def prune(
-    collection: Collection,
+    collection: Collection | ShardedCollection,
     roots: Iterable[Path],
     seen: dict[str, str],
     failed_sources: set[str],
@@ -145,13 +146,19 @@ def prune(
     for root in roots:
         root = root.resolve()
         prefix = str(root) + ("/" if root.is_dir() else "")
-        for doc_id, source in collection.catalog.ids_by_source(prefix).items():
+        for doc_id, source in _ids_by_source(collection, prefix).items():
             containers = _containers(source)  # the source, and the archives it is inside
             if root.is_file() and containers[0] != str(root):
                 continue
             if doc_id not in seen and failed_sources.isdisjoint(containers) and not source.startswith(spared):
                 gone.append(doc_id)
     return collection.delete(gone) if gone else WriteReport()
+
+
+def _ids_by_source(collection: Collection | ShardedCollection, prefix: str) -> dict[str, str]:
+    """``Catalog.ids_by_source`` of ``collection``: over every shard of a sharded one."""
+    shards = collection.shards if isinstance(collection, ShardedCollection) else [collection]
+    return {doc_id: source for shard in shards for doc_id, source in shard.catalog.ids_by_source(prefix).items()}
 
 
 def _containers(source: str) -> list[str]:

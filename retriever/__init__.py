@@ -35,6 +35,7 @@ from retriever.errors import (  # noqa: E402
     ModelSwitchedError,
     SemsearchError,
 )
+from retriever.judgments.records import JudgedSet, Judgment, JudgmentImport  # noqa: E402
 from retriever.search.options import SearchOptions  # noqa: E402
 from retriever.storage.changes import WriteReport  # noqa: E402
 
@@ -42,6 +43,9 @@ __all__ = [
     "Collection",
     "SearchOptions",
     "WriteReport",
+    "Judgment",
+    "JudgedSet",
+    "JudgmentImport",
     "Document",
     "Hit",
     "Embedder",

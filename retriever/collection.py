@@ -28,7 +28,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from retriever import validation
+from retriever.collection_evaluating import EvaluationVerbs
 from retriever.collection_info import collection_info, metadata_fields
+from retriever.collection_judging import JudgingVerbs
 from retriever.collection_setup import chunker_for, language_settings, new_manifest, write_empty_collection
 from retriever.collection_tagging import Examples, TaggingVerbs
 from retriever.collection_upkeep import UpkeepVerbs
@@ -41,7 +43,6 @@ from retriever.models_in_force import ModelsInForce
 from retriever.search import vector_index
 from retriever.search.bm25 import Analyzer
 from retriever.search.evidence import DEFAULT_EVIDENCE
-from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 from retriever.search.languages import ENGLISH
 from retriever.search.multilingual import MultilingualAnalyzer
 from retriever.search.options import DEFAULT_MODE, SEARCH_MODES, SearchOptions, options_or_fields
@@ -62,7 +63,7 @@ __all__ = ["Collection", "WriteReport", "TagReport", "DEFAULT_MODE", "SearchOpti
 PUBLISH_WAIT_S = 2.0
 
 
-class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
+class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs, JudgingVerbs, EvaluationVerbs):
     """A searchable set of documents in one directory. Use ``create`` or ``open``.
 
     Attributes:
@@ -344,11 +345,11 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
         mode: str = DEFAULT_MODE,
         *,
         vector: np.ndarray | Sequence[float] | None = None,
-        fusion: str = DEFAULT_FUSION,
-        alpha: float = DEFAULT_ALPHA,
+        fusion: str | None = None,
+        alpha: float | None = None,
         exact: bool = False,
         evidence: str = DEFAULT_EVIDENCE,
-        feedback: bool = True,
+        feedback: bool | None = None,
         lang: str | None = None,
         options: SearchOptions | None = None,
     ) -> list[Hit]:
@@ -367,8 +368,9 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
             vector: A query embedding, ``(dim,)``, used instead of embedding
                 ``query`` (normalised as the model's own vectors are).
             fusion: For hybrid: ``"convex"`` (min-max-normalised scores mixed
-                by ``alpha``, default) or ``"rrf"`` (reciprocal-rank fusion).
-            alpha: Weight of the dense side in the convex combination (default 0.7).
+                by ``alpha``) or ``"rrf"`` (reciprocal-rank fusion); default: the
+                collection's own setting (``search_settings``).
+            alpha: Weight of the dense side in the convex combination; default: the collection's own.
             exact: Search every vector exactly, also in segments that have an
                 approximate index (default False).
             evidence: Which sentences of each hit's chunk to return as its
@@ -377,7 +379,7 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
                 model for chunks without any: a few dozen sentences at most),
                 ``"semantic"`` (every sentence by the model: slower) or ``"none"``.
             feedback: For hybrid: search the dense side again with the query moved toward the
-                first fusion's top documents (pseudo-relevance feedback; default True).
+                first fusion's top documents (pseudo-relevance feedback); default: the collection's own.
             lang: The query's language (ISO 639-1): BM25 reads it so, and so matches documents in that
                 language; default: read in each language the collection holds.
             options: All but ``query`` and ``vector`` as one ``SearchOptions`` (its keywords then left unset).
@@ -394,18 +396,22 @@ class Collection(WriteVerbs, TaggingVerbs, UpkeepVerbs):
             DeadlineExceededError: Run under ``retriever.deadline`` and past it.
         """
         validation.check_query(query, vector is not None)
-        options = options_or_fields(
-            options,
-            k=k,
-            where=where,
-            mode=mode,
-            fusion=fusion,
-            alpha=alpha,
-            exact=exact,
-            evidence=evidence,
-            feedback=feedback,
-            lang=lang,
-        ).for_query(query)
+        options = (
+            options_or_fields(
+                options,
+                k=k,
+                where=where,
+                mode=mode,
+                fusion=fusion,
+                alpha=alpha,
+                exact=exact,
+                evidence=evidence,
+                feedback=feedback,
+                lang=lang,
+            )
+            .for_query(query)
+            .settled(self.search_settings())
+        )
         if vector is not None:
             vector = validation.check_vectors(vector, 1, self.model["dim"], "query vector", single=True)
         return self.searcher.search(query, vector, options)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from retriever.encoding.models import PACKAGED_ALIASES
+from retriever.judgments.store import count_judgments
 from retriever.search.languages import ENGLISH, LANGUAGES
 from retriever.search.multilingual import view_languages
 from retriever.storage.catalog import Catalog
@@ -22,14 +23,17 @@ def collection_info(collection: Any) -> dict[str, Any]:
     Returns:
         ``{"path", "documents", "chunks", "model", "model_sha256", "dim", "chunking", "index",
         "index_policy", "segments", "format_version", "catalog", "generation", "size_bytes", "taggers",
-        "languages", "created_at", "updated_at"}``; the model is the one the committed generation was embedded
-        with, ``languages`` is ``language_info``'s, ``updated_at`` ISO 8601 UTC to the second.
+        "languages", "judgments", "created_at", "updated_at"}``; the model is the one the committed generation
+        was embedded with, ``languages`` is ``language_info``'s, ``judgments`` is ``{"judgments": n, "queries": m}``
+        (those stored, and their distinct queries), ``search_settings`` the hybrid settings searches use where
+        their caller sets none (``Collection.search_settings``), ``updated_at`` ISO 8601 UTC to the second.
     """
     n_docs, n_chunks = collection.catalog.counts()
     catalog_state = collection.catalog.state()
     view = collection.reader.current()
     model = collection.models.model_at(view.generation)
     manifest = collection.manifest
+    n_judgments, n_queries = count_judgments(collection.catalog)
     return {
         "path": str(collection.root.resolve()),
         "documents": n_docs,
@@ -49,6 +53,8 @@ def collection_info(collection: Any) -> dict[str, Any]:
             name: {"method": t.method, "labels": t.classes} for name, t in load_taggers(collection.root).items()
         },
         "languages": language_info(collection, n_docs),
+        "judgments": {"judgments": n_judgments, "queries": n_queries},
+        "search_settings": collection.search_settings(),
         "created_at": manifest.created_at,
         "updated_at": dt.datetime.fromtimestamp(catalog_state.updated_at, dt.timezone.utc).isoformat(
             timespec="seconds"

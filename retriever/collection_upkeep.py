@@ -1,4 +1,4 @@
-"""``Collection``'s upkeep verbs: switch the model, snapshot and restore, check, compact.
+"""``Collection``'s upkeep verbs: switch the model, choose the search settings, snapshot and restore, check, compact.
 
 ``UpkeepVerbs`` is mixed into ``retriever.collection.Collection``; each verb
 delegates to ``retriever.storage`` (``model_switch``, ``snapshots``,
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from retriever import validation
 from retriever.encoding.embedder import Embedder
+from retriever.search_settings import checked_settings, settings_in
 from retriever.storage.checking import check_collection
 from retriever.storage.cleanup import size_on_disk
 from retriever.storage.faults import file_system_faults
@@ -89,6 +90,30 @@ class UpkeepVerbs:
             to carry checksums, and whether a repair was published.
         """
         return check_collection(self.root, self.catalog, self.writer, repair)
+
+    def search_settings(self) -> dict[str, Any]:
+        """The hybrid settings a search uses where its caller sets none: ``{"fusion", "alpha", "feedback"}``
+        (``retriever.search_settings``; the manifest read again when its file changed)."""
+        return settings_in(self.models.reload().search)
+
+    def choose_search_settings(self, **settings: Any) -> dict[str, Any]:
+        """Make ``settings`` (any of ``fusion``, ``alpha``, ``feedback``) the collection's own, under its lock;
+        the others keep their current value. Every process searching the collection takes them up.
+
+        Returns:
+            The settings now in force.
+
+        Raises:
+            BadInputError: An unknown setting or a value out of range (``checked_settings``).
+            CollectionLockedError: Another writer held the lock too long.
+        """
+        with self.writer.locked():
+            manifest = self.models.reload()  # as another process may have rewritten it
+            chosen = checked_settings({**settings_in(manifest.search), **settings})
+            manifest.search = chosen
+            manifest.save(self.root)
+            self.models.reload()
+        return dict(chosen)
 
     def compact(self, *, index_codes: str | None = None, max_segment_chunks: int | None = None) -> dict[str, Any]:
         """Merge the segments into as few as fit, without deleted rows, and shrink the catalog.

@@ -4,7 +4,9 @@ A dataset directory holds ``corpus.jsonl``, ``queries.jsonl`` and
 ``qrels/<split>.tsv``. As in BEIR's loader, a split's queries are those its
 qrels name, and graded judgments are used as graded. Metrics come from
 ``pytrec_eval`` (trec_eval's own code): nDCG@10, MRR@10, Recall@100, MAP@100,
-averaged over every query of the split (a query with no hits scores 0).
+averaged over every query of the split (a query with no hits scores 0);
+``evaluate_queries`` gives each query's own. A collection's own judgments
+are scored through the same code (``retriever.judgments.scoring``).
 """
 
 from __future__ import annotations
@@ -109,6 +111,19 @@ def evaluate_run(run: Run, qrels: Qrels) -> dict[str, float]:
     Rankings are taken in the given order (ties cannot be reordered by
     trec_eval's tie-breaking); a query absent from ``run`` scores 0.
     """
+    per_query = evaluate_queries(run, qrels)
+    n = len(qrels)
+    return {metric: sum(per_query[qid][metric] for qid in qrels) / n for metric in METRICS}
+
+
+def evaluate_queries(run: Run, qrels: Qrels) -> dict[str, dict[str, float]]:
+    """nDCG@10, MRR@10, Recall@100 and MAP@100 of ``run`` for each query in ``qrels``.
+
+    Returns:
+        ``{query id: {metric: value}}`` for every query of ``qrels`` (``METRICS`` its keys), in ``qrels``' order;
+        their mean is ``evaluate_run``'s figure. A query absent from ``run`` (or with no document judged
+        relevant) scores 0.
+    """
     import pytrec_eval
 
     def as_scores(ranking: list[str], depth: int) -> dict[str, float]:
@@ -125,8 +140,7 @@ def evaluate_run(run: Run, qrels: Qrels) -> dict[str, float]:
         "recall@100": (deep, "recall_100"),
         "map@100": (deep, "map_cut_100"),
     }
-    n = len(qrels)
-    return {name: sum(res.get(qid, {}).get(key, 0.0) for qid in qrels) / n for name, (res, key) in columns.items()}
+    return {qid: {name: float(res.get(qid, {}).get(key, 0.0)) for name, (res, key) in columns.items()} for qid in qrels}
 
 
 def run_queries(search: Callable[[str], Iterable[str]], queries: dict[str, str], progress: bool = True) -> Run:

@@ -9,7 +9,10 @@
 The standard library alone (``urllib``), so it needs no extra. Each verb sends
 JSON requests to the HTTP API and returns what ``Collection``'s returns:
 ``Hit``\\ s, a ``Document`` or ``None``, a ``WriteReport``, ``(n, dim)``
-float32 vectors. Arguments are checked here as ``Collection`` checks them
+float32 vectors; the judgment verbs (``judge``, ``import_judgments`` of a list,
+``judgments``, ``remove_judgments``, ``evaluate``) return ``Judgment``\\ s, a
+``JudgmentImport`` and an ``Evaluation``, with ``who`` the API key's name.
+Arguments are checked here as ``Collection`` checks them
 (``retriever.validation``), so bad input fails before a request is sent.
 
 The server's error answers become semsearch errors carrying its one-line
@@ -37,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -59,6 +63,16 @@ from retriever.errors import (
     SemsearchError,
     ServerUnreachableError,
 )
+from retriever.judgments.records import (
+    DEFAULT_GRADE,
+    Judgment,
+    JudgmentImport,
+    check_doc_id,
+    check_query_text,
+    judgment_from,
+    query_key,
+)
+from retriever.judgments.scoring import Evaluation
 from retriever.redirects import SAME_ORIGIN_OPENER
 from retriever.search.evidence import DEFAULT_EVIDENCE
 from retriever.search.options import SearchOptions
@@ -70,6 +84,9 @@ __all__ = ["RemoteCollection", "DEFAULT_BATCH", "DEFAULT_TIMEOUT_S"]
 DEFAULT_BATCH = 64  # documents or texts per request: well inside the server's deadline and limits
 DEFAULT_TIMEOUT_S = 30.0
 MAX_REQUEST_CHARS = 1_000_000  # text characters per /embed request (the server's MAX_EMBED_CHARS)
+MAX_JUDGMENTS = 10_000  # judgments per POST /judgments (the server's limit)
+MAX_JUDGMENT_CHARS = 500_000  # query and id characters per POST /judgments: well inside the body limit
+EVAL_TIMEOUT_S = 150.0  # the least wait for POST /eval, which the server lets run 120 s
 
 
 class RemoteCollection:
@@ -275,16 +292,132 @@ class RemoteCollection:
                 report.merge(WriteReport(answer["added"], answer["updated"], answer["unchanged"], [], answer["chunks"]))
         return report
 
+    # -- judgments --------------------------------------------------------
+    def judge(self, query: str, doc_id: str, grade: int = DEFAULT_GRADE) -> Judgment:
+        """Store one judgment, as ``Collection.judge``; the server records the API key's name as ``who``.
+
+        Returns:
+            The stored ``Judgment``, with the ``who`` and ``at`` the server gave it.
+
+        Raises:
+            BadInputError: A bad query or grade; the collection holds no document ``doc_id``.
+        """
+        judgment = judgment_from({"query": query, "id": doc_id, "grade": grade})
+        if self.import_judgments([judgment]).unknown:
+            raise BadInputError(f"the collection holds no document {judgment.doc_id!r}")
+        stored = self.judgments(judgment.query, doc_id=judgment.doc_id)
+        return stored[0] if stored else judgment
+
+    def import_judgments(
+        self, judgments: Iterable[Judgment | dict[str, Any]], *, dry_run: bool = False
+    ) -> JudgmentImport:
+        """Store many judgments, as ``Collection.import_judgments`` stores a list of them (a file is read here
+        first: ``retriever.judgments.files.read_judgments``).
+
+        Every judgment is checked before any is sent; they go in requests of at most 10,000. The server
+        records the API key's name as each one's ``who`` (a ``who`` given here is not sent).
+
+        Args:
+            judgments: ``Judgment``\\ s or dicts ``{"query", "id", "grade"}`` (grade optional: 1).
+            dry_run: Check and count only; store nothing.
+
+        Returns:
+            The ``JudgmentImport``; ``unknown`` names judgments by their 0-based position in ``judgments``.
+
+        Raises:
+            BadInputError: A path instead of judgments, or a bad judgment (``judgments[i]: reason``): nothing is sent.
+        """
+        rows = _judgment_rows(judgments)
+        report = JudgmentImport(dry_run=bool(dry_run))
+        for start, batch in _judgment_batches(rows):
+            answer = self._call("POST", "/judgments", {"judgments": batch, "dry_run": bool(dry_run)})
+            with self._reading("/judgments"):
+                report.stored += int(answer["stored"])
+                report.replaced += int(answer["replaced"])
+                report.unknown += [(start + int(u["line"]), str(u["id"])) for u in answer["unknown"]]
+        unknown = {position for position, _ in report.unknown}
+        report.queries = len({query_key(j.query) for i, j in enumerate(rows) if i not in unknown})
+        return report
+
+    def judgments(self, query: str | None = None, *, doc_id: str | None = None) -> list[Judgment]:
+        """The stored judgments, newest first; only those of ``query`` and/or ``doc_id`` when given."""
+        answer = self._call("GET", "/judgments" + _selection_query(query, doc_id))
+        with self._reading("/judgments"):
+            return [
+                Judgment(str(j["query"]), str(j["id"]), int(j["grade"]), str(j["who"]), float(j["at"]))
+                for j in answer["judgments"]
+            ]
+
+    def remove_judgments(self, query: str | None = None, *, doc_id: str | None = None, everything: bool = False) -> int:
+        """Delete the judgments of ``query``, of ``doc_id``, of both (that one pair), or all (``everything``).
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            BadInputError: Neither ``query`` nor ``doc_id`` given without ``everything``, or either given with it.
+        """
+        if everything and (query is not None or doc_id is not None):
+            raise BadInputError("remove either everything or the judgments of a query and/or an id, not both")
+        if not everything and query is None and doc_id is None:
+            raise BadInputError("name a query and/or an id whose judgments to remove, or remove everything")
+        path = "/judgments?all=true" if everything else "/judgments" + _selection_query(query, doc_id)
+        answer = self._call("DELETE", path)
+        with self._reading("/judgments"):
+            return int(answer["removed"])
+
+    def evaluate(
+        self,
+        judgments: Iterable[Judgment | dict[str, Any]] | None = None,
+        *,
+        per_query: bool = False,
+        mode: str | None = None,
+        fusion: str | None = None,
+        alpha: float | None = None,
+        feedback: bool | None = None,
+    ) -> Evaluation:
+        """The collection measured on the server, as ``Collection.evaluate``: on its own judgments, or on
+        ``judgments`` (not stored; at most 10,000).
+
+        Args:
+            judgments: ``Judgment``\\ s or dicts ``{"query", "id", "grade"}``; default: the collection's own.
+            per_query: Also each query's figures.
+            mode, fusion, alpha, feedback: The search settings to measure; each left ``None`` is the
+                collection's own.
+
+        Raises:
+            BadInputError: A bad judgment or setting; no judgments to measure on.
+        """
+        given = {"mode": mode, "fusion": fusion, "alpha": alpha, "feedback": feedback}
+        settings = {name: value for name, value in given.items() if value is not None}
+        SearchOptions(**settings)  # checked here, as the server checks them
+        body: dict[str, Any] = {"per_query": bool(per_query), **settings}
+        if judgments is not None:
+            rows = _judgment_rows(judgments)
+            if len(rows) > MAX_JUDGMENTS:
+                raise BadInputError(
+                    f"judgments: at most {MAX_JUDGMENTS:,} can be sent to measure on, got {len(rows):,}"
+                )
+            body["judgments"] = [_judgment_row(j) for j in rows]
+        answer = self._call("POST", "/eval", body, timeout=max(self.timeout, EVAL_TIMEOUT_S))
+        with self._reading("/eval"):
+            return Evaluation(**{f.name: answer[f.name] for f in fields(Evaluation) if f.name in answer})
+
     # -- HTTP -------------------------------------------------------------
-    def _call(self, method: str, path: str, body: Any = None, *, missing_ok: bool = False) -> Any:
-        """One JSON request; ``None`` for a 404 of a document when ``missing_ok``. Errors as the module says."""
+    def _call(
+        self, method: str, path: str, body: Any = None, *, missing_ok: bool = False, timeout: float | None = None
+    ) -> Any:
+        """One JSON request; ``None`` for a 404 of a document when ``missing_ok``. Errors as the module says.
+
+        ``timeout``: seconds to wait for this answer (default: the collection's ``timeout``).
+        """
         data = None if body is None else json.dumps(body, allow_nan=False).encode("utf-8")
         headers = {"Accept": "application/json"} | ({"Content-Type": "application/json"} if data else {})
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
-            with SAME_ORIGIN_OPENER.open(request, timeout=self.timeout) as response:
+            with SAME_ORIGIN_OPENER.open(request, timeout=timeout or self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as exc:
             detail = _detail(exc)
@@ -295,7 +428,7 @@ class RemoteCollection:
             raise ServerUnreachableError(f"cannot reach the semsearch server at {self.url}: {exc.reason}") from None
         except TimeoutError:
             raise ServerUnreachableError(
-                f"the semsearch server at {self.url} did not answer within {self.timeout:g} s"
+                f"the semsearch server at {self.url} did not answer within {timeout or self.timeout:g} s"
             ) from None
         except (http.client.HTTPException, ConnectionError) as exc:
             raise ServerUnreachableError(f"the semsearch server at {self.url} broke off the answer: {exc}") from None
@@ -346,6 +479,57 @@ def search_body(options: SearchOptions) -> dict[str, Any]:
 
 def _document_path(doc_id: str) -> str:
     return "/documents/" + urllib.parse.quote(doc_id, safe="")
+
+
+def _judgment_rows(judgments: Any) -> list[Judgment]:
+    """Every judgment of ``judgments`` checked (``judgments[i]: reason``); a path is refused, naming the way."""
+    if isinstance(judgments, (str, bytes, bytearray, os.PathLike, dict, Judgment)) or not hasattr(
+        judgments, "__iter__"
+    ):
+        raise BadInputError(
+            f"judgments must be a list of judgments, got {type(judgments).__name__} (a file: read it first with "
+            "retriever.judgments.files.read_judgments)"
+        )
+    rows = []
+    for position, record in enumerate(judgments):
+        try:
+            rows.append(judgment_from(record))
+        except BadInputError as exc:
+            raise BadInputError(f"judgments[{position}]: {exc}") from None
+    return rows
+
+
+def _judgment_row(judgment: Judgment) -> dict[str, Any]:
+    """A judgment as ``POST /judgments`` and ``/eval`` take it (the server sets ``who`` and ``at``)."""
+    return {"query": judgment.query, "id": judgment.doc_id, "grade": judgment.grade}
+
+
+def _judgment_batches(rows: list[Judgment]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """``(start, rows)`` of at most ``MAX_JUDGMENTS`` judgments and ``MAX_JUDGMENT_CHARS`` characters (one more)."""
+    start = 0
+    while start < len(rows):
+        end, chars = start + 1, len(rows[start].query) + len(rows[start].doc_id)
+        while end < len(rows) and end - start < MAX_JUDGMENTS:
+            chars += len(rows[end].query) + len(rows[end].doc_id)
+            if chars > MAX_JUDGMENT_CHARS:
+                break
+            end += 1
+        yield start, [_judgment_row(j) for j in rows[start:end]]
+        start = end
+
+
+def _selection_query(query: str | None, doc_id: str | None) -> str:
+    """``?query=...&id=...`` of those given (nothing when neither is), checked as ``Collection.judgments`` checks.
+
+    Raises:
+        BadInputError: ``query`` or ``doc_id`` is given and not a non-empty string.
+    """
+    selected = {}
+    if query is not None:
+        selected["query"] = check_query_text(query)
+    if doc_id is not None:
+        selected["id"] = check_doc_id(doc_id)
+    return "?" + urllib.parse.urlencode(selected) if selected else ""
 
 
 def _detail(exc: urllib.error.HTTPError) -> str:

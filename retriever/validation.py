@@ -47,7 +47,7 @@ def check_search_options(options: Any, modes: Sequence[str]) -> None:
     """
     if not isinstance(options.exact, bool):
         raise BadInputError(f"exact must be True or False, got {printable(repr(options.exact), 40)}")
-    if not isinstance(options.feedback, bool):
+    if options.feedback is not None and not isinstance(options.feedback, bool):
         raise BadInputError(f"feedback must be True or False, got {printable(repr(options.feedback), 40)}")
     evidence = options.evidence
     if not isinstance(evidence, str) or evidence not in EVIDENCE_MODES:
@@ -59,9 +59,9 @@ def check_search_options(options: Any, modes: Sequence[str]) -> None:
     mode, fusion, alpha = options.mode, options.fusion, options.alpha
     if not isinstance(mode, str) or mode not in modes:
         raise BadInputError(f"unknown search mode {printable(repr(mode), 40)}; use one of {', '.join(modes)}")
-    if not isinstance(fusion, str) or fusion not in FUSIONS:
+    if fusion is not None and (not isinstance(fusion, str) or fusion not in FUSIONS):
         raise BadInputError(f"unknown fusion {printable(repr(fusion), 40)}; use one of {', '.join(FUSIONS)}")
-    if not _is_number(alpha) or not 0.0 <= alpha <= 1.0:
+    if alpha is not None and (not _is_number(alpha) or not 0.0 <= alpha <= 1.0):
         raise BadInputError(f"alpha must be a number from 0 to 1, got {printable(repr(alpha), 40)}")
 
 

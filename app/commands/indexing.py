@@ -74,6 +74,13 @@ def add_new_collection_flags(p: argparse.ArgumentParser) -> None:
         help="for a new collection: the language (ISO 639-1, default en) of a "
         "document too short, or too unsure, to detect its language from",
     )
+    p.add_argument(
+        "--shards",
+        type=int,
+        metavar="N",
+        help="for a new collection: spread its documents over N shard collections, placed by a hash of their "
+        "ids, searched as one (docs/operations/shards.md); an existing sharded collection is found by itself",
+    )
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
@@ -130,6 +137,7 @@ def run_index(args) -> int:
     as hidden ones or formats nothing reads, are reported, not failures)."""
     from indexer.job import DEFAULT_BATCH_DOCS, index_paths
     from indexer.loaders import FieldMap
+    from retriever.collection import Collection
     from retriever.collection_info import dense_language_note
 
     check_index_args(args)
@@ -148,7 +156,7 @@ def run_index(args) -> int:
             ray_address=None if args.ray in (None, "local") else args.ray,
             workers=args.workers,
         )
-        note = dense_language_note(collection)
+        note = dense_language_note(collection) if isinstance(collection, Collection) else sharded_note(collection)
     if args.json:
         print(json.dumps(report.to_dict(), ensure_ascii=False))
     print(report.summary(), file=sys.stderr)
@@ -164,12 +172,16 @@ def check_index_args(args) -> None:
         UsageError: a non-positive ``--max-file-mb``, ``--workers`` without
             ``--ray``, or ``--ray`` without Ray installed.
     """
+    from retriever.sharding import is_sharded
+
     if args.max_file_mb <= 0:
         raise UsageError("--max-file-mb must be positive")
     if args.workers is not None and (args.ray is None or args.workers < 1):
         raise UsageError("--workers needs --ray and a positive number")
     if args.ocr_lang:
         configure_scans(args.ocr_lang)
+    if args.ray is not None and (getattr(args, "shards", None) is not None or is_sharded(args.collection)):
+        raise UsageError("--ray does not write sharded collections yet: index them without --ray")
     if args.ray is not None:
         try:
             import indexer.ray_job  # noqa: F401  (fails here, before the collection is touched)
@@ -196,16 +208,38 @@ def configure_scans(languages: str) -> None:
 
 
 def open_or_create(args):
-    """The collection at ``args.collection``: opened with ``--model``, or created (``--catalog-url`` only then)."""
+    """The collection at ``args.collection``: opened with ``--model`` (a sharded one too), or created
+    (``--catalog-url`` only then; sharded with ``--shards``)."""
     from retriever.collection import Collection
     from retriever.search.vector_index import IndexPolicy
+    from retriever.sharding import ShardedCollection, is_sharded
     from retriever.storage.manifest import MANIFEST
 
-    if os.path.exists(os.path.join(args.collection, MANIFEST)):
-        if args.catalog_url or args.index_codes or args.lang:
-            raise UsageError("--catalog-url, --index-codes and --lang apply only when a collection is created")
+    shards = getattr(args, "shards", None)
+    if os.path.exists(os.path.join(args.collection, MANIFEST)) or is_sharded(args.collection):
+        if args.catalog_url or args.index_codes or args.lang or shards is not None:
+            raise UsageError(
+                "--catalog-url, --index-codes, --lang and --shards apply only when a collection is created"
+            )
+        if is_sharded(args.collection):
+            return ShardedCollection.open(args.collection, args.model)
         return Collection.open(args.collection, args.model)
     policy = IndexPolicy(codes=args.index_codes) if args.index_codes else None
+    if shards is not None:
+        if args.catalog_url:
+            raise UsageError("--shards keeps a SQLite catalog in each shard: --catalog-url cannot go with it")
+        return ShardedCollection.create(
+            args.collection, args.model, shards=shards, index_policy=policy, language=args.lang or "en"
+        )
     return Collection.create(
         args.collection, args.model, catalog_url=args.catalog_url, index_policy=policy, language=args.lang or "en"
     )
+
+
+def sharded_note(collection) -> str | None:
+    """``collection_info.english_only_note`` of a ``ShardedCollection``, from its documents per language."""
+    from retriever.collection_info import english_only_note
+
+    if not collection.analyzer.multilingual:
+        return None
+    return english_only_note(collection.model["name"], collection.info()["languages"]["documents"])

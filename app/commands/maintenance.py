@@ -103,9 +103,9 @@ def add_restore_flags(p: argparse.ArgumentParser) -> None:
 
 def run_delete(args) -> int:
     """Delete ``args.ids``; exit 2 naming the ids that were not there."""
-    from retriever.collection import Collection
+    from retriever.sharding import open_collection
 
-    with Collection.open(args.collection) as collection:
+    with open_collection(args.collection) as collection:
         report = collection.delete(args.ids)
     missing = sorted(set(args.ids) - set(report.deleted))
     print(f"deleted {len(report.deleted)} document(s)", file=sys.stderr)
@@ -117,9 +117,9 @@ def run_delete(args) -> int:
 
 def run_info(args) -> int:
     """Print the collection's figures and this machine's encoder, as rows or JSON."""
-    from retriever.collection import Collection
+    from retriever.sharding import open_collection
 
-    with Collection.open(args.collection) as collection:
+    with open_collection(args.collection) as collection:
         info = collection.info()
         encoder = collection.embedder.info()  # a run-time choice of this machine, not of the collection
     info["backend"], info["query_backend"] = encoder["backend"], encoder["query_backend"]
@@ -129,6 +129,14 @@ def run_info(args) -> int:
     for key, value in info_rows(info, encoder):
         print(f"{key:>10}  {value}")
     return EXIT_OK
+
+
+def search_settings_line(settings: dict | None) -> str:
+    """``convex alpha 0.7, feedback on`` (or ``rrf, ...``): the hybrid settings a collection searches with."""
+    if not settings:
+        return "built in"
+    fusion = "rrf" if settings["fusion"] == "rrf" else f"convex alpha {settings['alpha']:g}"
+    return f"{fusion}, feedback {'on' if settings['feedback'] else 'off'}"
 
 
 def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
@@ -160,6 +168,8 @@ def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
             )
             or "none",
         ),
+        ("judgments", f"{info['judgments']['judgments']} over {info['judgments']['queries']} queries"),
+        ("search settings", search_settings_line(info.get("search_settings"))),
         ("size", f"{info['size_bytes'] / 1e6:.1f} MB"),
         ("created", info["created_at"]),
         ("updated", info["updated_at"]),
@@ -168,9 +178,9 @@ def info_rows(info: dict, encoder: dict) -> list[tuple[str, object]]:
 
 def run_compact(args) -> int:
     """Merge the segments and print the counts and sizes before and after."""
-    from retriever.collection import Collection
+    from retriever.sharding import open_collection
 
-    with Collection.open(args.collection) as collection:
+    with open_collection(args.collection) as collection:
         result = collection.compact(index_codes=args.index_codes, max_segment_chunks=args.max_segment_chunks)
         codes = collection.index_policy.codes
     print(
@@ -192,9 +202,9 @@ def run_upgrade(args) -> int:
 
 def run_snapshot(args) -> int:
     """Take the snapshot and say what it holds."""
-    from retriever.collection import Collection
+    from retriever.sharding import open_collection
 
-    with Collection.open(args.collection) as collection:
+    with open_collection(args.collection) as collection:
         report = collection.snapshot(args.dest)
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -210,8 +220,10 @@ def run_snapshot(args) -> int:
 def run_restore(args) -> int:
     """Restore the snapshot into a new directory and say what the live collection holds."""
     from retriever.collection import Collection
+    from retriever.sharding import ShardedCollection, is_sharded
 
-    with Collection.restore(args.snapshot, args.dest) as collection:
+    kind = ShardedCollection if is_sharded(args.snapshot) else Collection
+    with kind.restore(args.snapshot, args.dest) as collection:
         info = collection.info()
     if args.json:
         print(json.dumps({"path": str(args.dest), "documents": info["documents"], "generation": info["generation"]}))
@@ -225,9 +237,9 @@ def run_restore(args) -> int:
 
 def run_check(args) -> int:
     """Verify the collection; exit 0 when it is whole (or was repaired), 1 when damage or an unreadable file remains."""
-    from retriever.collection import Collection
+    from retriever.sharding import open_collection
 
-    with Collection.open(args.collection) as collection:
+    with open_collection(args.collection) as collection:
         report = collection.check(repair=args.repair)
     if args.json:
         print(json.dumps(report.to_dict()))
@@ -242,6 +254,8 @@ def run_check(args) -> int:
             file=sys.stderr,
         )
     ids = sorted({doc_id for found in report.documents.values() for doc_id in found})
+    for note in getattr(report, "notes", []):
+        print(f"note: {note}", file=sys.stderr)
     if report.unverified:
         print(f"no checksums recorded (written by an older semsearch): {', '.join(report.unverified)}", file=sys.stderr)
     print(

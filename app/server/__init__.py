@@ -9,6 +9,9 @@ docs are at ``/docs`` (Swagger UI) and ``/redoc``. Routes::
     GET    /documents/{id}                              -> the document, or 404
     DELETE /documents/{id}                              -> {"deleted": id}, or 404
     GET    /stats                                       -> Collection.info(), the search modes and the encoder
+    POST   /judgments         {judgments: [{query, id, grade}]} -> the import report (who: the key's name)
+    GET    /judgments?query=&id=                        -> {"judgments": [...]}; DELETE with the same -> {"removed": n}
+    POST   /eval              {judgments, mode, fusion, alpha, feedback, per_query} -> Collection.evaluate's figures
     GET    /metrics                                     -> Prometheus text format (app.server.metrics)
     POST   /admin/snapshot    {name}                    -> a consistent copy of the last commit, kept under the
                                                            server's --snapshot-root (app.server.snapshot_root)

@@ -13,7 +13,7 @@ time. No key, or one that matches none, is 401; a known key without the
 scope the route needs is 403 and says which scope that is. Every route under
 ``/admin/`` (snapshots) administers; otherwise reading is ``GET`` and
 ``HEAD``, and the ``POST`` routes that change nothing (``/search``,
-``/embed``, ``/v1/embeddings``, ``/mcp``); every other route writes.
+``/embed``, ``/eval``, ``/v1/embeddings``, ``/mcp``); every other route writes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ ACTIONS = (READ, WRITE, ADMIN)  # each includes the ones before it
 ALL = "*"
 HASH_PREFIX = "sha256:"
 TOKEN_PREFIX = "ss_"
-READING_POSTS = frozenset({"/search", "/embed", "/v1/embeddings", "/mcp"})
+READING_POSTS = frozenset({"/search", "/embed", "/eval", "/v1/embeddings", "/mcp"})
 ADMIN_PREFIX = "/admin"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _HEX = re.compile(r"^[0-9a-f]{64}$")

@@ -16,6 +16,7 @@ from fastapi import FastAPI, File, HTTPException, Response, UploadFile
 
 from app.server.deadlines import Deadline
 from app.server.errors import one_line
+from app.server.judgment_routes import add_judgment_routes
 from app.server.merging import BackgroundMerges
 from app.server.metrics import ServiceMetrics
 from app.server.openai_compat import add_openai_routes
@@ -54,6 +55,7 @@ def add_routes(
     add_service_routes(app, collection, limit, workers)
     add_search_routes(app, collection, limit)
     add_document_routes(app, collection, limit)
+    add_judgment_routes(app, collection, limit)
     add_openai_routes(app, collection, limit)
     add_admin_routes(app, collection, snapshots)
 

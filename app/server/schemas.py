@@ -24,6 +24,7 @@ from app.server.limits import (
 from retriever.collection import Collection
 from retriever.documents import MAX_ID_CHARS, check_id, check_metadata
 from retriever.search.evidence import DEFAULT_EVIDENCE, EVIDENCE_MODES
+from retriever.search.fusion import FUSIONS
 from retriever.search.languages import check_language
 from retriever.search.options import SearchOptions
 from retriever.unicode_policy import check_utf8
@@ -265,3 +266,106 @@ class SnapshotResponse(BaseModel):
     bytes: int
     tries: int = Field(description="attempts: more than one when writers removed files meanwhile")
     seconds: float
+
+
+MAX_JUDGMENTS = 10_000  # judgments in one POST /judgments or /eval request
+
+
+class JudgmentIn(Strict):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="the query text as a user would type it")
+    id: str = Field(min_length=1, max_length=MAX_ID_CHARS, description="a document id of the collection")
+    grade: int = Field(
+        1, ge=0, le=3, strict=True, description="0: does not answer the query; 1, 2, 3: answers it (higher: better)"
+    )
+
+    @field_validator("query", "id")
+    @classmethod
+    def _utf8_text(cls, value: str, info: ValidationInfo) -> str:
+        check_utf8(value, info.field_name or "query")
+        if not value.strip():
+            raise ValueError(f"{info.field_name} is blank")
+        return value
+
+
+def at_most_judgments(value: Any) -> Any:
+    """``value`` unless it is a list of more than ``MAX_JUDGMENTS`` (checked before any item is)."""
+    if isinstance(value, list) and len(value) > MAX_JUDGMENTS:
+        raise ValueError(
+            f"at most {MAX_JUDGMENTS:,} judgments a request, got {len(value):,}: send them in several requests"
+        )
+    return value
+
+
+class JudgmentsRequest(Strict):
+    judgments: list[JudgmentIn] = Field(
+        min_length=1, description=f"at most {MAX_JUDGMENTS:,} a request; a (query, id) judged before is replaced"
+    )
+    dry_run: bool = Field(False, description="check and report only; store nothing")
+
+    _at_most = field_validator("judgments", mode="before")(at_most_judgments)
+
+
+class JudgmentOut(BaseModel):
+    query: str
+    id: str
+    grade: int
+    who: str = Field(description="who judged: the name of the API key that sent it, `anonymous` without keys")
+    at: float = Field(description="when, Unix seconds")
+
+
+class JudgmentList(BaseModel):
+    judgments: list[JudgmentOut] = Field(description="newest first")
+
+
+class EvalRequest(Strict):
+    judgments: list[JudgmentIn] | None = Field(
+        None,
+        min_length=1,
+        description=f"measure on these instead of the collection's own judgments (not stored; at most "
+        f"{MAX_JUDGMENTS:,})",
+    )
+    mode: SearchMode | None = Field(None, description="search mode; default: the collection's default")
+    fusion: Literal[FUSIONS] | None = Field(  # type: ignore[valid-type]
+        None, description="hybrid fusion; default: the collection's own setting"
+    )
+    alpha: float | None = Field(
+        None, ge=0.0, le=1.0, description="dense weight of convex fusion; default: the collection's own"
+    )
+    feedback: bool | None = Field(
+        None, description="pseudo-relevance feedback in hybrid mode; default: the collection's own"
+    )
+    per_query: bool = Field(False, description="also each query's figures, under `per_query`")
+
+    _at_most = field_validator("judgments", mode="before")(at_most_judgments)
+
+    def search_fields(self) -> dict[str, Any]:
+        """The search settings given (``mode``, ``fusion``, ``alpha``, ``feedback``); the others stay the
+        collection's own."""
+        given = {"mode": self.mode, "fusion": self.fusion, "alpha": self.alpha, "feedback": self.feedback}
+        return {name: value for name, value in given.items() if value is not None}
+
+
+class UnknownJudgment(BaseModel):
+    line: int = Field(description="the judgment's position in the request's list, from 0")
+    id: str = Field(description="a document id the collection does not hold")
+
+
+class JudgmentsReport(BaseModel):
+    stored: int = Field(description="new judgments")
+    replaced: int = Field(description="(query, id) pairs judged before: grade, who and time replaced")
+    unknown: list[UnknownJudgment] = Field(description="judgments naming no document of the collection: not stored")
+    queries: int = Field(description="distinct queries among the stored and replaced")
+    dry_run: bool
+
+
+class EvaluationOut(BaseModel):
+    metrics: dict[str, float] = Field(description='"ndcg@10", "mrr@10", "recall@100", "map@100", means over queries')
+    queries: int = Field(description="the queries measured: those with a document judged to answer them")
+    judgments: int = Field(description="the judgments of those queries (grade 0 included)")
+    settings: dict[str, Any] = Field(
+        description="how the collection was searched: mode, fusion, alpha, feedback, model"
+    )
+    per_query: dict[str, dict[str, Any]] | None = Field(
+        None, description="with per_query: {query key: {query, metric: value, ...}}"
+    )
+    unanswered: int = Field(0, description="judged queries left out: no judgment of theirs has a grade above 0")

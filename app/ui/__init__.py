@@ -13,6 +13,8 @@ one concern each:
 - ``pages`` and ``add``: the search, document, collection and empty-folder pages; the add page.
 - ``markup`` and ``formatting``: icons, CSS and escaping; sizes, ages and labels as a person reads them.
 - ``passages``: passages and documents as escaped HTML with their evidence marked.
+- ``judging``: the "answers" / "does not answer" buttons on each hit and on the document view.
+- ``quality``: the sidebar's quality on the collection's judgments, and what the last ``learn`` changed.
 - ``opening``: the controls that open a hit's original where the hit is (a PDF at its page, else a download).
 - ``folders``, ``filters``, ``json_input``, ``uploads``, ``originals``: what is not Streamlit: finding
   collections, metadata filters, typed JSON, indexing uploads or pasted text, and which original

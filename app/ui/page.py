@@ -43,6 +43,7 @@ from app.ui.formatting import model_label
 from app.ui.guard import refused
 from app.ui.markup import BRAND, CSS, esc, md_escape
 from app.ui.pages import collection_page, document_page, empty_root, search_page
+from app.ui.quality import quality_panel
 from app.ui.sidebar import sidebar_collection, sidebar_settings, sidebar_stats
 from app.ui.signin import signed_in
 from app.ui.state import ENV_COLLECTION, collection_root
@@ -86,6 +87,7 @@ def main() -> None:
         return
     sidebar_stats(info)
     k, mode, where, problem = sidebar_settings(specs, scope=path.name)
+    quality_panel(col, path, uuid, generation)
 
     doc_id = st.query_params.get("doc")
     if doc_id:

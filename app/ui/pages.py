@@ -15,10 +15,11 @@ import streamlit as st
 from app.ui.cache import run_search
 from app.ui.filters import FilterField
 from app.ui.formatting import format_age, format_bytes, metadata_chips
+from app.ui.judging import QueryJudgments
 from app.ui.markup import BRAND, FILE_ICON, esc, md_escape, plural, table_html
 from app.ui.opening import offer_original, show_opener
 from app.ui.passages import document_html
-from app.ui.state import close_document, document_span, open_document
+from app.ui.state import close_document, current_query, document_span, open_document
 from retriever import BadInputError, Collection, SemsearchError
 from retriever.locations import describe, location_at, without_locations
 
@@ -88,17 +89,21 @@ def search_page(
             st.info("No results.", icon=":material/search_off:")
         return
     st.html(f'<div class="ss-meta">{plural(len(rows), "result")} · {took * 1000:.0f} ms · {esc(mode)}{filtered}</div>')
+    judgments = QueryJudgments.load(col, query)
+    judgments.show_stray_notice([row["id"] for row in rows])
     for rank, row in enumerate(rows, 1):
-        result_card(rank, row)
+        result_card(rank, row, judgments)
 
 
-def result_card(rank: int, row: dict[str, Any]) -> None:
+def result_card(rank: int, row: dict[str, Any], judgments: QueryJudgments) -> None:
     """One hit: rank, title, score, source and the place in it, the marked passage, metadata chips,
-    "View document", and the control that opens the original there (``app.ui.opening``).
+    "View document", the control that opens the original there (``app.ui.opening``), and whether it
+    answers the query (``app.ui.judging``).
 
     Args:
         rank: 1 for the best hit.
         row: one of ``run_search``'s rows.
+        judgments: the judgments given for the query, and their controls.
     """
     title = row["title"] or row["id"]
     source = row["source"]
@@ -128,13 +133,17 @@ def result_card(rank: int, row: dict[str, Any]) -> None:
             chosen = offer_original(
                 row["metadata"], row["location"], key=str(rank), choice=f"{row['id']}\n{row['start']}"
             )
+            judgments.controls(row["id"], key=str(rank))
+        judgments.show_notice(row["id"])
         if chosen is not None:
             show_opener(chosen, row["location"])
 
 
 def document_page(col: Collection, doc_id: str) -> None:
-    """Document ``doc_id`` in full, the URL's ``span`` marked, with its metadata; a warning when it is gone."""
+    """Document ``doc_id`` in full, the URL's ``span`` marked, with its metadata, and whether it answers the
+    URL's query (``q``) when there is one; a warning when it is gone."""
     st.button("Back to results", icon=":material/arrow_back:", on_click=close_document, type="tertiary")
+    query = current_query()
     doc = col.get(doc_id)
     if doc is None:
         st.warning(
@@ -152,6 +161,8 @@ def document_page(col: Collection, doc_id: str) -> None:
     if start is not None and end is not None and end <= len(doc.text):
         facts.append(f'matched passage at characters {start:,}–{end:,} (<a href="#match">jump to it</a>)')
     st.html(f'<div class="ss-meta">{" · ".join(facts)}</div>')
+    if query:
+        judge_document(col, query, doc.id)
     chosen = offer_original(doc.metadata, location, key="document")
     if chosen is not None:
         show_opener(chosen, location)
@@ -163,6 +174,15 @@ def document_page(col: Collection, doc_id: str) -> None:
     if shown:
         with st.expander("Metadata", icon=":material/sell:"):
             st.json(shown)
+
+
+def judge_document(col: Collection, query: str, doc_id: str) -> None:
+    """The document view's line "Does it answer “QUERY”?" with the judgment controls (``app.ui.judging``)."""
+    judgments = QueryJudgments.load(col, query, doc_id=doc_id)
+    with st.container(horizontal=True, vertical_alignment="center"):
+        st.html(f'<div class="ss-meta" style="margin:0">Does it answer “{esc(query)}”?</div>', width="content")
+        judgments.controls(doc_id, key="document")
+    judgments.show_notice(doc_id)
 
 
 def collection_page(info: dict[str, Any], specs: list[FilterField], fields_examples: dict[str, list]) -> None:

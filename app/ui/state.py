@@ -69,6 +69,13 @@ def document_span() -> tuple[int | None, int | None]:
     return (start, end) if start <= end else (None, None)
 
 
+def current_query() -> str:
+    """The search box's query, stripped; kept in the session while a document is shown (the box is not, so
+    its URL parameter goes), else the URL's ``q``; ``""`` when there is none."""
+    value = st.session_state.get("q") or st.query_params.get("q") or ""
+    return value.strip() if isinstance(value, str) else ""
+
+
 def open_document(doc_id: str, start: int, end: int) -> None:
     """Button callback: show document ``doc_id`` with characters ``start:end`` marked."""
     st.query_params["doc"] = doc_id

@@ -117,8 +117,9 @@ class Embedder:
         if "auto" in chosen or chosen[1].startswith("torch") or self._export is None:
             self._load_torch()
             chosen = self._prepare(requested, chosen)
-        if self._export is not None:
-            self.dim, self.max_tokens = self._export.dim, self._export.max_tokens
+        if self._export is not None:  # the window of the model loaded, when it is (the same weights may read less)
+            self.dim = self._export.dim
+            self.max_tokens = int(self._model.max_seq_length) if self._model is not None else self._export.max_tokens
             self._tokens = TextTokenizer(self._export.tokenizer_path, self.max_tokens, self._export.do_lower_case)
         self.backend, self.query_backend = chosen
         self._backend = self._open(self.query_backend)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -222,6 +222,7 @@ def bm25_top(
     b: float = DEFAULT_B,
     *,
     totals: tuple[int, float],
+    df: Mapping[str, int] | None = None,
 ) -> list[tuple[int, int, float]]:
     """BM25 over several segments with collection-wide statistics.
 
@@ -236,6 +237,9 @@ def bm25_top(
         query_terms: The analysed query (repeated terms count again).
         totals: ``(live documents, their summed length)`` over all parts (a
             view keeps them: ``View.n_live_docs``, ``View.live_length``).
+        df: Each query term's live document frequency, given from outside (a term absent: 0) with
+            ``totals`` to match, where the collection holds more documents than ``parts`` (its shards:
+            ``bm25_statistics``); default ``None``: counted over ``parts``.
 
     Returns:
         Up to ``k`` ``(part index, row, score)`` with score > 0, best first.
@@ -245,8 +249,10 @@ def bm25_top(
         return []
     avgdl = max(total_length / n_docs, 1e-9)
     terms, counts = counted_terms(query_terms)
-    gathered, df = _live_query_postings(parts, terms)
-    weight = counts * bm25_idf(n_docs, df)
+    gathered, live_df = _live_query_postings(parts, terms)
+    if df is not None:
+        live_df = np.asarray([df.get(term, 0) for term in terms], dtype=np.int64)
+    weight = counts * bm25_idf(n_docs, live_df)
     scores = [
         None if postings_of_query is None else _part_scores(postings_of_query, part[1], weight, k1, b, avgdl)
         for postings_of_query, part in zip(gathered, parts)

@@ -19,7 +19,7 @@ length over every part) are the same.
 from __future__ import annotations
 
 import threading
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -42,6 +42,7 @@ def bm25_top_maxscore(
     totals: tuple[int, float],
     deleted: Sequence[np.ndarray | None] | None = None,
     stats: dict | None = None,
+    df: Mapping[str, int] | None = None,
 ) -> list[tuple[int, int, float]]:
     """``bm25.bm25_top``'s answer, visiting only documents that hold a term that can still matter.
 
@@ -51,6 +52,7 @@ def bm25_top_maxscore(
         deleted: Each part's deleted rows, ascending (``None`` where none; computed from
             ``live`` when not given): live document frequencies are counted from them.
         stats: Receives ``scored``, how many documents were scored exactly, when given.
+        df: Each query term's live document frequency given from outside, as ``bm25_top`` takes it.
 
     Returns:
         Up to ``k`` ``(part index, row, score)`` with score > 0, best first.
@@ -63,7 +65,11 @@ def bm25_top_maxscore(
     spans = [_spans(part[0], terms) for part in parts]
     if deleted is None:
         deleted = [None if live is None else np.flatnonzero(~live) for _, _, live, _ in parts]
-    weight = (counts * bm25_idf(n_docs, _live_document_frequencies(parts, spans, deleted))).astype(np.float64)
+    if df is None:
+        frequencies = _live_document_frequencies(parts, spans, deleted)
+    else:
+        frequencies = np.asarray([df.get(term, 0) for term in terms], dtype=np.int64)
+    weight = (counts * bm25_idf(n_docs, frequencies)).astype(np.float64)
     heap_score, heap_key = np.zeros(k, dtype=np.float32), np.zeros(k, dtype=np.int64)
     state = np.zeros(2, dtype=np.int64)
     params = (np.float32(k1), np.float32(1 - b), np.float32(b), np.float32(avgdl))

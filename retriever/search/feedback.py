@@ -45,17 +45,30 @@ def expanded_query(
         The expanded query, or ``query_vector`` itself when no document of ``keys`` is in ``view``.
     """
     query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
-    chunks = []
-    for key in keys[:FEEDBACK_DOCS]:
-        if key in dense_chunks:
-            part, row = dense_chunks[key]
-        elif (found := view.find(key)) is not None:
-            part, row = found[0], int(best_chunks(view.parts[found[0]].segment, np.asarray([found[1]]), query)[1][0])
-        else:
-            continue
-        chunks.append(vector_index.reconstruct(view.parts[part].segment.index, np.asarray([row]))[0])
+    chunks = [feedback_chunk(view, key, dense_chunks, query) for key in keys[:FEEDBACK_DOCS]]
+    return moved_toward(query_vector, [chunk for chunk in chunks if chunk is not None])
+
+
+def feedback_chunk(
+    view: View, key: int, dense_chunks: dict[int, tuple[int, int]], query: np.ndarray
+) -> np.ndarray | None:
+    """The ``(dim,)`` vector of document ``key``'s best chunk: the one the dense side found (``dense_chunks``),
+    or else its chunk closest to ``query`` ``(dim,)``; ``None`` when ``key`` is not live in ``view``."""
+    if key in dense_chunks:
+        part, row = dense_chunks[key]
+    elif (found := view.find(key)) is not None:
+        part, row = found[0], int(best_chunks(view.parts[found[0]].segment, np.asarray([found[1]]), query)[1][0])
+    else:
+        return None
+    return vector_index.reconstruct(view.parts[part].segment.index, np.asarray([row]))[0]
+
+
+def moved_toward(query_vector: np.ndarray, chunks: list[np.ndarray]) -> np.ndarray:
+    """``(1, dim)`` unit vector: ``query_vector`` plus ``FEEDBACK_WEIGHT`` times the mean of ``chunks``
+    (``(dim,)`` each, best document first), normalised; ``query_vector`` itself when ``chunks`` is empty."""
     if not chunks:
         return query_vector
+    query = np.asarray(query_vector, dtype=np.float32).reshape(-1)
     moved = query + FEEDBACK_WEIGHT * np.mean(chunks, axis=0)
     norm = float(np.linalg.norm(moved))
     return query_vector if norm == 0.0 else (moved / norm).astype(np.float32).reshape(1, -1)

@@ -30,11 +30,14 @@ class SearchOptions:
         k: Number of documents to return (default 10, at most 10,000).
         where: Metadata filter (see ``retriever.filters``), or ``None``.
         mode: ``"dense"``, ``"bm25"`` or ``"hybrid"`` (default).
-        fusion: For hybrid: ``"convex"`` (default) or ``"rrf"``.
-        alpha: Weight of the dense side in the convex combination, in [0, 1] (default 0.7).
+        fusion: For hybrid: ``"convex"`` or ``"rrf"``; default ``None``: the collection's own setting
+            (``Collection.search_settings``; convex unless ``learn`` chose otherwise).
+        alpha: Weight of the dense side in the convex combination, in [0, 1]; default ``None``: the
+            collection's own (0.7 unless ``learn`` chose otherwise).
         exact: Search every vector exactly, also in approximately indexed segments (default False).
         evidence: ``"terms"`` (default), ``"auto"``, ``"semantic"`` or ``"none"``.
-        feedback: For hybrid: pseudo-relevance feedback on the dense side (default True).
+        feedback: For hybrid: pseudo-relevance feedback on the dense side; default ``None``: the
+            collection's own (on unless ``learn`` chose otherwise).
         lang: The query's language (an ISO 639-1 code, ``retriever.search.languages.LANGUAGES``): the
             keyword side reads it in that language, and so matches the documents in it; default
             ``None``: read in each language the collection holds (``retriever.search.multilingual``).
@@ -47,11 +50,11 @@ class SearchOptions:
     k: int = 10
     where: dict[str, Any] | None = None
     mode: str = DEFAULT_MODE
-    fusion: str = DEFAULT_FUSION
-    alpha: float = DEFAULT_ALPHA
+    fusion: str | None = None
+    alpha: float | None = None
     exact: bool = False
     evidence: str = DEFAULT_EVIDENCE
-    feedback: bool = True
+    feedback: bool | None = None
     lang: str | None = None
 
     def __post_init__(self) -> None:
@@ -65,12 +68,18 @@ class SearchOptions:
         return fusion_depth(self.k, self.mode)
 
     def fusion_strategy(self) -> Fusion:
-        """The ``Fusion`` that ``fusion`` and ``alpha`` name."""
-        return fusion_named(self.fusion, self.alpha)
+        """The ``Fusion`` that ``fusion`` and ``alpha`` name (the built-in ones where unset)."""
+        return fusion_named(self.fusion or DEFAULT_FUSION, DEFAULT_ALPHA if self.alpha is None else self.alpha)
 
     def feedback_strategy(self) -> Fusion:
         """The first fusion of a hybrid search with ``feedback`` (``fusion.feedback_fusion``)."""
-        return feedback_fusion(self.fusion)
+        return feedback_fusion(self.fusion or DEFAULT_FUSION)
+
+    def settled(self, settings: dict[str, Any]) -> SearchOptions:
+        """These options with each of ``fusion``, ``alpha`` and ``feedback`` left unset taken from ``settings``
+        (a collection's own, ``retriever.search_settings.settings_in``)."""
+        unset = {name: settings[name] for name in ("fusion", "alpha", "feedback") if getattr(self, name) is None}
+        return replace(self, **unset) if unset else self
 
     def with_mode(self, mode: str) -> SearchOptions:
         """These options with ``mode`` instead (checked again)."""

@@ -16,6 +16,7 @@ import numpy as np
 from retriever import deadline
 from retriever.search import vector_index
 from retriever.search.bm25 import bm25_idf, bm25_top
+from retriever.search.bm25_statistics import BM25Statistics
 from retriever.storage.paging import read_rows_ahead
 from retriever.storage.segment import Segment
 from retriever.storage.view import View
@@ -217,22 +218,33 @@ def best_documents(view: View, found: list[tuple[np.ndarray, ...]], k: int) -> R
 
 
 def bm25_ranking(
-    view: View, terms: Sequence[str], k: int, allowed: list[np.ndarray] | None, k1: float, b: float
+    view: View,
+    terms: Sequence[str],
+    k: int,
+    allowed: list[np.ndarray] | None,
+    k1: float,
+    b: float,
+    statistics: BM25Statistics | None = None,
 ) -> Ranking:
-    """Top ``k`` documents by BM25 over ``terms``, with collection-wide statistics, and their rows."""
+    """Top ``k`` documents by BM25 over ``terms``, with collection-wide statistics, and their rows.
+
+    ``statistics``: those of a collection larger than ``view`` (its shards together, ``bm25_statistics``);
+    default ``None``: the view's own.
+    """
     parts = [
         (p.segment.postings, p.segment.doc_lengths, p.live_docs, None if allowed is None else allowed[i])
         for i, p in enumerate(view.parts)
     ]
-    totals = (view.n_live_docs, view.live_length)
+    totals = (view.n_live_docs, view.live_length) if statistics is None else statistics.totals
+    df = None if statistics is None else statistics.df
     if _postings_of(view, terms) >= SKIP_MIN_POSTINGS:
         from retriever.search.bm25_maxscore import bm25_top_maxscore  # loads numba, for large views only
 
         bounds = [p.segment.range_bounds for p in view.parts]
         deleted = [p.deleted if p.live_docs is not None else None for p in view.parts]
-        top = bm25_top_maxscore(parts, bounds, list(terms), k, k1, b, totals=totals, deleted=deleted)
+        top = bm25_top_maxscore(parts, bounds, list(terms), k, k1, b, totals=totals, deleted=deleted, df=df)
     else:
-        top = bm25_top(parts, list(terms), k, k1, b, totals=totals)
+        top = bm25_top(parts, list(terms), k, k1, b, totals=totals, df=df)
     ranked, rows = [], {}
     for i, row, score in top:
         key = int(view.parts[i].segment.keys[row])

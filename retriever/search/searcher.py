@@ -17,7 +17,7 @@ import functools
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -131,8 +131,8 @@ class Searcher:
             one_side = (dense if mode == "dense" else sparse)[0]
             ranked = options.fusion_strategy().fuse(dense[0], sparse[0]) if mode == "hybrid" else one_side
         with timed("display"):
-            hits, passages = self._hits(view, ranked[:k], dense[1], sparse[1], terms)
-            return self._with_evidence(view, hits, passages, query, query_vector, options.evidence)
+            hits, passages = self.hits(view, ranked[:k], dense[1], sparse[1], terms)
+            return self.with_evidence(view, hits, passages, query, query_vector, options.evidence)
 
     def query_terms(self, view: View, query: str, lang: str | None) -> list[str]:
         """The keyword side's terms of ``query``: read in ``lang``, or else in each language of ``view``
@@ -145,15 +145,26 @@ class Searcher:
             codes = [ENGLISH]
         return self.analyzer.query_terms(query, codes)
 
-    def _with_evidence(
-        self, view: View, hits: list[Hit], passages: list, query: str | None, query_vector, evidence: str
+    def with_evidence(
+        self,
+        view: View,
+        hits: list[Hit],
+        passages: list,
+        query: str | None,
+        query_vector,
+        evidence: str,
+        idf: Callable[[Sequence[str]], dict[str, float]] | None = None,
     ) -> list[Hit]:
-        """``hits`` with the ``evidence`` found in their ``passages`` (the query's vector embedded only if needed)."""
+        """``hits`` with the ``evidence`` found in their ``passages`` (the query's vector embedded only if needed).
+
+        ``idf``: ``(terms) -> {term: idf}`` over the whole collection where ``view`` is one shard of it;
+        default: over ``view`` (``ranking.term_idf``).
+        """
         if evidence == "none" or not hits:
             return hits
         embed = functools.partial(self.embed, generation=view.generation)  # the model of the view searched
         vector_once = functools.cache(lambda: query_vector if query_vector is not None else embed([query]))
-        finder = EvidenceFinder(self.analyzer, lambda terms: term_idf(view, terms), embed)
+        finder = EvidenceFinder(self.analyzer, idf or (lambda terms: term_idf(view, terms)), embed)
         languages = [self.analyzer.language_of(hit.metadata) for hit in hits]
         found = finder.find(passages, query, vector_once, evidence, languages)
         return [replace(hit, evidence=sentences) for hit, sentences in zip(hits, found)]
@@ -173,7 +184,7 @@ class Searcher:
                 results[position] = ranking
         return results
 
-    def _hits(
+    def hits(
         self,
         view: View,
         ranked: list[tuple[int, float]],
@@ -181,11 +192,24 @@ class Searcher:
         sparse_rows: dict[int, tuple[int, int]],
         query_terms: list[str],
     ) -> tuple[list[Hit], list[Passage]]:
-        """Hits for ranked keys, and their chunks in context; one catalog read for their display fields.
+        """Hits for ranked keys, and their chunks in context (``shown``, without the keys)."""
+        shown = self.shown(view, ranked, dense_chunks, sparse_rows, query_terms)
+        return [hit for _, hit, _ in shown], [passage for _, _, passage in shown]
+
+    def shown(
+        self,
+        view: View,
+        ranked: list[tuple[int, float]],
+        dense_chunks: dict[int, tuple[int, int]],
+        sparse_rows: dict[int, tuple[int, int]],
+        query_terms: list[str],
+    ) -> list[tuple[int, Hit, Passage]]:
+        """``(key, hit, chunk in context)`` for ranked keys, in order; one catalog read for their display fields.
 
         Each hit shows its best dense chunk, or (found by keywords alone) the
         chunk holding the most distinct ``query_terms``. Every hit's chunk is
         known before any text is read, so all their texts are read side by side.
+        A key deleted since ``view`` was loaded is left out.
         """
         keyword_only = query_terms and any(key not in dense_chunks for key, _ in ranked)
         terms = sorted(set(query_terms)) if keyword_only else []
@@ -195,7 +219,7 @@ class Searcher:
         }
         _read_texts_ahead(view, list(chunks.values()))
         display = self.catalog.by_keys([key for key, _ in ranked])
-        hits, passages = [], []
+        shown = []
         for key, score in ranked:
             row = display.get(key)
             if row is None:  # deleted since this view was loaded
@@ -207,9 +231,9 @@ class Searcher:
             passage = Passage.around(*segment.chunks_text(first, last), start, end)
             text = passage.text[start - passage.offset : end - passage.offset]
             location = location_at(row.meta, start)  # the part of its source the chunk starts in
-            hits.append(Hit(row.id, score, row.title, text, start, end, without_locations(row.meta), location=location))
-            passages.append(passage)
-        return hits, passages
+            hit = Hit(row.id, score, row.title, text, start, end, without_locations(row.meta), location=location)
+            shown.append((key, hit, passage))
+        return shown
 
 
 def _keyword_chunk(view: View, part_row: tuple[int, int], terms: list[str]) -> tuple[int, int]:

@@ -9,6 +9,8 @@ holds each document's metadata as indexed rows that filters are answered
 from, written in the same transaction as its document row
 (``retriever.storage.metadata_index``).
 
+``semsearch_judgments`` holds the collection's judgments (``retriever.judgments.store``).
+
 ``semsearch_state`` holds the committed generation: its number, the ordered
 list of segments with the generation of each one's deletion file, and the
 counters for new keys and segment names. A writer publishes a generation in
@@ -81,6 +83,19 @@ _SET_METADATA = (
     .values(meta=bindparam("new_meta", type_=JSON), content_hash=bindparam("new_hash"))
 )  # executemany: one row each
 _DROP_FIELDS = delete(fields).where(fields.c.key == bindparam("doc_key"))
+
+# Judgments (retriever.judgments.store): which documents answer which queries. Not part of a generation:
+# written in plain transactions, kept when their documents go. Catalogs made before them lack the table.
+judgments = Table(
+    "semsearch_judgments",
+    metadata_obj,
+    Column("query_key", String(17), primary_key=True),
+    Column("query", Text, nullable=False),
+    Column("doc_id", String(1024), primary_key=True),
+    Column("grade", Integer, nullable=False),
+    Column("who", String(256), nullable=False, default=""),
+    Column("at", Float, nullable=False),
+)
 
 state = Table(
     "semsearch_state",

@@ -9,15 +9,19 @@ the documents may be whole behind it). A catalog whose documents' list
 values have no filter rows yet (written before lists were indexed) is
 reported too, as the catalog's ``semsearch_fields``, naming
 ``semsearch upgrade``, which indexes them; a repair drops nothing for it.
+Judgments naming documents the collection no longer holds are a note
+(``CollectionCheckReport.notes``), not damage: they are kept on purpose.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from retriever.judgments.store import dangling_count
 from retriever.storage.catalog import Catalog, CatalogState, Publish, fields
 from retriever.storage.fields_upgrade import stale_documents
 from retriever.storage.integrity import CheckReport, Damage, check_segments, segment_keys
@@ -27,7 +31,17 @@ from retriever.storage.segment_format import KEYS, META, deletion_file
 CATALOG = "catalog"  # what a damage of the catalog, not of a segment, names as its segment
 
 
-def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = False) -> CheckReport:
+@dataclass
+class CollectionCheckReport(CheckReport):
+    """A ``CheckReport`` with ``notes``: what is worth knowing but is no damage (``ok`` does not read them)."""
+
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "notes": list(self.notes)}
+
+
+def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = False) -> CollectionCheckReport:
     """Verify the last committed generation of the collection at ``root``; with ``repair``, drop what is damaged.
 
     ``writer`` is the collection's ``Writer``: a repair holds its lock from the check to the publish.
@@ -49,8 +63,8 @@ def check_collection(root: Path, catalog: Catalog, writer: Any, repair: bool = F
     return report
 
 
-def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
-    report = CheckReport(generation=state.generation)
+def _check(root: Path, catalog: Catalog, state: CatalogState) -> CollectionCheckReport:
+    report = CollectionCheckReport(generation=state.generation)
     _check_catalog_file(catalog, report)
     check_segments(Path(root) / SEGMENTS_DIR, state.segments, report)
     damaged = sorted({d.segment for d in report.damaged} - {CATALOG})
@@ -61,7 +75,18 @@ def _check(root: Path, catalog: Catalog, state: CatalogState) -> CheckReport:
         report.documents = _documents_of(Path(root) / SEGMENTS_DIR, catalog, state, damaged, bad_keys)
     if not report.unreadable and CATALOG not in {d.segment for d in report.damaged}:
         _check_list_fields(catalog, report)
+        _note_dangling_judgments(catalog, report)
     return report
+
+
+def _note_dangling_judgments(catalog: Catalog, report: CollectionCheckReport) -> None:
+    """A note of the judgments whose documents are gone: kept (a re-added document finds them), no damage."""
+    dangling = dangling_count(catalog)
+    if dangling:
+        report.notes.append(
+            f"{dangling} judgment(s) name documents the collection no longer holds: kept, and counted by "
+            "evaluation as relevant documents not found; `semsearch judge remove --id ID` removes them"
+        )
 
 
 def _check_list_fields(catalog: Catalog, report: CheckReport) -> None:

@@ -26,6 +26,7 @@ MANIFEST = "manifest.json"
 FORMAT = "semsearch-collection"
 FORMAT_VERSION = 2  # 1: one FAISS file and one BM25 file per generation; 2: segments
 DEFAULT_CATALOG = "catalog.sqlite"
+SHARDS_FILE = "shards.json"  # the manifest of a sharded collection's top folder (retriever.sharding.layout)
 
 
 class ModelIdentity(Protocol):
@@ -57,6 +58,8 @@ class Manifest:
             the directory.
         model_since: The generation from which ``model`` is in force (0: always).
         previous_model: The model in force before ``model_since``, or ``None``.
+        search: The hybrid settings searches use when the caller sets none (``fusion``, ``alpha``,
+            ``feedback``; ``retriever.search_settings``); empty: the built-in ones.
     """
 
     uuid: str
@@ -73,6 +76,7 @@ class Manifest:
     extra: dict[str, Any] = field(default_factory=dict)
     model_since: int = 0
     previous_model: dict[str, Any] | None = None
+    search: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def new(
@@ -145,6 +149,10 @@ class Manifest:
         if not Path(root).is_dir():
             raise CollectionNotFoundError(f"no collection at {root}: directory does not exist")
         if not path.is_file():
+            if (Path(root) / SHARDS_FILE).is_file():
+                raise CollectionNotFoundError(
+                    f"{root} is a sharded collection ({SHARDS_FILE}): open it with retriever.sharding.open_collection"
+                )
             raise CollectionNotFoundError(f"no collection at {root}: {MANIFEST} is missing")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, inspect, select
 
 from retriever.errors import BadInputError, CorruptCollectionError, SemsearchError
 from retriever.storage.atomic import fsync_dir, fsync_path
@@ -281,7 +281,10 @@ def _copy_catalog(catalog: Catalog, target: Path) -> None:
         with catalog.engine.connect() as source, copy.engine.begin() as sink:
             source = source.execution_options(isolation_level="REPEATABLE READ")  # one consistent view
             with source.begin():
+                present = set(inspect(source).get_table_names())
                 for table in metadata_obj.sorted_tables:
+                    if table.name not in present:  # a table this catalog never needed yet (judgments): empty
+                        continue
                     rows = source.execute(select(table)).mappings()
                     while batch := rows.fetchmany(_ROWS_PER_BATCH):
                         sink.execute(insert(table), [dict(row) for row in batch])

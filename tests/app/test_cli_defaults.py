@@ -69,10 +69,15 @@ def test_recipe_choices_are_the_recipes():
 def test_search_flags_default_to_the_retriever(argv):
     from indexer.beir import evaluate
     from retriever.collection import DEFAULT_MODE, Collection
-    from retriever.search.fusion import DEFAULT_ALPHA, DEFAULT_FUSION
 
     args = parsed(*argv)
-    assert (args["mode"], args["fusion"], args["alpha"]) == (DEFAULT_MODE, DEFAULT_FUSION, DEFAULT_ALPHA)
+    search = parameter_defaults(Collection.search)  # unset: the collection's own settings
+    assert (args["mode"], args["fusion"], args["alpha"], args["feedback"]) == (
+        DEFAULT_MODE,
+        search["fusion"],
+        search["alpha"],
+        search["feedback"],
+    )
     if argv[0] == "search":
         assert args["k"] == parameter_defaults(Collection.search)["k"]
     else:

@@ -36,7 +36,8 @@ def check_search(query="tea", **fields):
         ({"k": 10**30}, "k must be an integer"),
         ({"k": 2.0}, "k must be an integer"),
         ({"mode": ["dense"]}, "unknown search mode"),
-        ({"fusion": None}, "unknown fusion"),
+        ({"fusion": 3}, "unknown fusion"),
+        ({"feedback": "yes"}, "feedback must be True or False"),
         ({"alpha": float("nan")}, "alpha must be a number"),
         ({"alpha": 10**400}, "alpha must be a number"),
         ({"exact": 1}, "exact must be True or False"),
@@ -61,8 +62,10 @@ def test_search_options_are_one_checked_frozen_value():
         "hybrid",
         "convex",
         0.6,
-        True,
+        None,
     )
+    settled = options.settled({"fusion": "rrf", "alpha": 0.1, "feedback": False})
+    assert (settled.fusion, settled.alpha, settled.feedback) == ("convex", 0.6, False)  # only the unset one
     with pytest.raises(dataclasses.FrozenInstanceError):
         options.k = 3  # type: ignore[misc]
     assert options.with_mode("dense").mode == "dense" and options.depth == 100

@@ -161,3 +161,18 @@ def test_pruning_passes_by_exports_leased_by_live_processes_only(tmp_path):
             holder.wait()
     assert [p.name for p in prune_exports(folder, keep=1)] == [names[0]]
     assert [p.name for p in folder.iterdir()] == [names[2]]
+
+
+def test_the_same_weights_with_a_shorter_window_read_their_own_window(tiny_model_dir, tmp_path):
+    import shutil
+
+    own_window = Embedder(str(tiny_model_dir), backend="onnx-fp32", cache_dir=tmp_path / "alone").max_tokens
+    shorter = tmp_path / "shorter"
+    shutil.copytree(tiny_model_dir, shorter)
+    config = shorter / "sentence_bert_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "max_seq_length": own_window - 8}))
+    cache = tmp_path / "cache"
+    first = Embedder(str(shorter), backend="onnx-fp32", cache_dir=cache)  # the export cached with this window
+    second = Embedder(str(tiny_model_dir), backend="onnx-fp32", cache_dir=cache)  # same weights, same export
+    assert first.weights_sha256 == second.weights_sha256
+    assert (first.max_tokens, second.max_tokens) == (own_window - 8, own_window)
