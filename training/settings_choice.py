@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
+from retriever.evaluation import evaluate_queries
 from retriever.judgments.records import JudgedSet
 
 ALPHAS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # convex weights of the dense side tried
@@ -79,19 +80,10 @@ def score_settings(
                 feedback=setting.feedback,
             )
             runs[setting][key] = [hit.id for hit in hits]
-    return {setting: ndcg_at_10(run, judged.qrels) for setting, run in runs.items()}
-
-
-def ndcg_at_10(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
-    """trec_eval's nDCG@10 of each query of ``qrels`` (0 for a query ``run`` lacks), rankings in the given order."""
-    import pytrec_eval
-
-    ranked = {
-        key: {doc_id: float(len(ids) - rank) for rank, doc_id in enumerate(ids)}
-        for key, ids in ((key, run.get(key, [])[:DEPTH]) for key in qrels)
+    return {
+        setting: {key: scores["ndcg@10"] for key, scores in evaluate_queries(run, judged.qrels).items()}
+        for setting, run in runs.items()
     }
-    found = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(ranked)
-    return {key: found.get(key, {}).get("ndcg_cut_10", 0.0) for key in qrels}
 
 
 def mean_over(scores: dict[str, float], keys: Iterable[str]) -> float:
